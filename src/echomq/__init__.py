@@ -1,0 +1,51 @@
+"""echomq: a job queue on Valkey and Redis with exact priority order and weighted fair lanes."""
+
+from echomq.engine import LaneInfo, MaintenanceReport, QueueStats
+from echomq.errors import (
+    EchoMQError,
+    InvalidDelay,
+    InvalidId,
+    InvalidInput,
+    InvalidName,
+    InvalidOption,
+    InvalidPriority,
+    InvalidScore,
+    InvalidWeight,
+    JobNotFound,
+    LeaseLost,
+    OrderingMismatch,
+    PayloadError,
+    ServerError,
+)
+from echomq.job import Job, State
+from echomq.options import Backoff
+from echomq.queue import Queue
+from echomq.sync import SyncQueue
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backoff",
+    "EchoMQError",
+    "InvalidDelay",
+    "InvalidId",
+    "InvalidInput",
+    "InvalidName",
+    "InvalidOption",
+    "InvalidPriority",
+    "InvalidScore",
+    "InvalidWeight",
+    "Job",
+    "JobNotFound",
+    "LaneInfo",
+    "LeaseLost",
+    "MaintenanceReport",
+    "OrderingMismatch",
+    "PayloadError",
+    "Queue",
+    "QueueStats",
+    "ServerError",
+    "State",
+    "SyncQueue",
+    "__version__",
+]

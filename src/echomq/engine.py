@@ -1,0 +1,321 @@
+"""Every queue operation as data, with no I/O: what to send, and how to read the reply.
+
+An operation is a :class:`Call`: either a script (by name, with KEYS and ARGV)
+or one plain command, plus the function that turns the server's reply into
+the Python value the caller gets. ``Queue`` and ``SyncQueue`` only send calls.
+All input is checked here, before anything is sent, so bad input writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from echomq import ids
+from echomq.errors import InvalidOption, LeaseLost, OrderingMismatch, raise_for_code
+from echomq.job import Job, State, encode_payload
+from echomq.keys import QueueKeys, check_name, group_of, lane_of
+from echomq.options import (
+    MAX_ATTEMPTS,
+    MAX_CLAIM,
+    MAX_LEASE,
+    QueueOptions,
+    check_int,
+    check_job_name,
+    check_key,
+    check_seconds,
+    check_weight,
+    delay_ms,
+    run_at_ms,
+)
+from echomq.score import check_tier
+from echomq.scripts import Script, script
+
+T = TypeVar("T")
+FINISHED_SETS = ("delayed", "failed", "active", "completed", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One round trip: a script call (``script`` set) or a plain ``command``."""
+
+    parse: Callable[[Any], T]
+    script: Script | None = None
+    keys: Sequence[str] = ()
+    args: Sequence[str] = ()
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LaneInfo:
+    """One lane of the ring, as ``lanes()`` reports it."""
+
+    group: str | None
+    position: int
+    weight: int
+    backlog: int
+    served: int
+    turn_left: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """Counts by state and waiting jobs by lane (``None`` is the default lane)."""
+
+    queue: str
+    counts: dict[str, int]
+    lanes: dict[str | None, int]
+    ring_length: int
+    paused: bool
+    ordering: str
+    counter: int
+    totals: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "counts": dict(self.counts),
+            "lanes": {("" if k is None else k): v for k, v in self.lanes.items()},
+            "ring_length": self.ring_length,
+            "paused": self.paused,
+            "ordering": self.ordering,
+            "counter": self.counter,
+            "totals": dict(self.totals),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReport:
+    """What one maintenance pass did, and when the next timed event is due."""
+
+    promoted: int
+    reaped: int
+    pruned: int
+    next_fire: datetime | None
+    next_deadline: datetime | None
+    server_time: datetime
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job to add, checked and encoded (the nine ARGV values of add-12.lua)."""
+
+    id: str
+    values: list[str] = field(default_factory=list)
+
+
+def _ms(raw: Any) -> datetime | None:
+    value = int(raw)
+    return None if value < 0 else datetime.fromtimestamp(value / 1000, tz=UTC)
+
+
+def _pairs(flat: Sequence[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _jobs(reply: Sequence[Sequence[str]]) -> list[Job]:
+    return [Job.from_hash(entry[0], _pairs(entry[1:])) for entry in reply]
+
+
+def _check_code(reply: Any, detail: str) -> Any:
+    if isinstance(reply, int) and reply < 0:
+        raise_for_code(reply, detail)
+    return reply
+
+
+def _lease_of(job: Job) -> str:
+    if not isinstance(job, Job) or job.lease_token is None:
+        raise LeaseLost(f"job {getattr(job, 'id', job)!r} carries no lease: claim it first")
+    return job.lease_token
+
+
+class Engine:
+    """Builds the calls of one queue."""
+
+    def __init__(self, queue: str, options: QueueOptions) -> None:
+        self.queue = check_name("queue", queue)
+        self.options = options
+        self.keys = QueueKeys(queue)
+        self._fixed = self.keys.fixed()
+        self._block = [self.keys.prefix, *options.script_block()]
+
+    def _script(self, name: str, parse: Callable[[Any], T], *args: str) -> Call[T]:
+        return Call(parse=parse, script=script(name), keys=self._fixed,
+                    args=[*self._block, *args])
+
+    # -- adding --------------------------------------------------------------
+    def new_job(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        priority: int = 0,
+        group: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        key: str | None = None,
+    ) -> NewJob:
+        """Check and encode one job; raises before anything is written."""
+        check_job_name(name)
+        tier = check_tier(priority)
+        lane = lane_of(group)
+        if delay is not None and run_at is not None:
+            raise InvalidOption("give delay or run_at, not both")
+        attempts = self.options.max_attempts if max_attempts is None else max_attempts
+        check_int("max_attempts", attempts, 1, MAX_ATTEMPTS)
+        payload = encode_payload(data, limit=self.options.max_payload)
+        job = NewJob(ids.new_id())
+        job.values = [
+            job.id, name, payload, str(tier), lane, str(delay_ms(delay)),
+            str(run_at_ms(run_at)), str(attempts), "" if key is None else check_key(key),
+        ]
+        return job
+
+    def add_jobs(self, jobs: Iterable[NewJob]) -> Call[list[str]]:
+        argv = [self.options.ordering]
+        for job in jobs:
+            argv.extend(job.values)
+        return self._script("add", self._parse_add, *argv)
+
+    def add_many(self, items: Iterable[Mapping[str, Any]]) -> Call[list[str]]:
+        jobs = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping) or "name" not in item:
+                raise InvalidOption(f"add_many item {i} must be a mapping with a 'name'")
+            fields = dict(item)
+            jobs.append(self.new_job(fields.pop("name"), fields.pop("data", None), **fields))
+        return self.add_jobs(jobs)
+
+    def _parse_add(self, reply: Any) -> list[str]:
+        if isinstance(reply, int):
+            raise OrderingMismatch(
+                f"queue {self.queue!r} exists with another ordering than "
+                f"{self.options.ordering!r}; open it with the ordering it was created with"
+            )
+        return [str(x) for x in reply]
+
+    # -- claiming and finishing --------------------------------------------
+    def claim(self, n: int, lease: float) -> Call[list[Job]]:
+        check_int("claim n", n, 1, MAX_CLAIM)
+        lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
+        return self._script("claim", _jobs, str(n), str(max(1, round(lease_s * 1000))))
+
+    def complete(self, job: Job, result: Any = None) -> Call[datetime | None]:
+        token = _lease_of(job)
+        payload = encode_payload(result, what="result", limit=self.options.max_payload)
+        detail = f"job {job.id}: complete refused"
+        return self._script("complete", lambda r: _ms(_check_code(r, detail)), job.id, token,
+                            payload)
+
+    def fail(self, job: Job, error: str, traceback: str | None = None, *,
+             retry: bool = True, retry_delay: float | None = None) -> Call[State]:
+        token = _lease_of(job)
+        if retry_delay is None:
+            retry_delay = self.options.backoff.delay(max(1, job.attempts))
+        delay = delay_ms(retry_delay) if retry else -1
+        detail = f"job {job.id}: fail refused"
+
+        def parse(reply: Any) -> State:
+            return State(_check_code(reply, detail)[0])
+
+        return self._script("fail", parse, job.id, token, str(error), traceback or "",
+                            str(delay))
+
+    def extend(self, job: Job, lease: float) -> Call[datetime | None]:
+        token = _lease_of(job)
+        lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
+        detail = f"job {job.id}: extend refused"
+        return self._script("extend", lambda r: _ms(_check_code(r, detail)), job.id, token,
+                            str(max(1, round(lease_s * 1000))))
+
+    def remove(self, job_id: str) -> Call[bool]:
+        ids.parse_id(job_id)
+        return self._script("remove", lambda r: bool(int(r)), job_id)
+
+    def retry_dead(self, job_ids: Sequence[str] | None = None, limit: int = 1000) -> Call[list[str]]:
+        check_int("limit", limit, 1, 100_000)
+        for job_id in job_ids or ():
+            ids.parse_id(job_id)
+        return self._script("retryDead", lambda r: [str(x) for x in r], str(limit),
+                            *(job_ids or ()))
+
+    def maintain(self) -> Call[MaintenanceReport]:
+        def parse(r: Any) -> MaintenanceReport:
+            now = _ms(r[5])
+            assert now is not None
+            return MaintenanceReport(int(r[0]), int(r[1]), int(r[2]), _ms(r[3]), _ms(r[4]), now)
+
+        return self._script("maintain", parse)
+
+    # -- reading -------------------------------------------------------------
+    def get(self, job_id: str) -> Call[Job | None]:
+        ids.parse_id(job_id)
+
+        def parse(reply: Any) -> Job | None:
+            h = _pairs(reply) if isinstance(reply, list) else dict(reply)
+            return Job.from_hash(job_id, h) if h else None
+
+        return Call(parse=parse, command=("HGETALL", self.keys.job(job_id)))
+
+    def list_jobs(self, which: str, *, offset: int = 0, count: int = 100,
+                  group: str | None = None) -> Call[list[Job]]:
+        """A page of jobs: a state set, or (``which="waiting"``) one lane in claim order."""
+        check_int("offset", offset, 0, 10**9)
+        check_int("count", count, 1, 10_000)
+        if which == "waiting":
+            target, newest = "lane:" + lane_of(group), "0"
+        elif which in FINISHED_SETS:
+            target, newest = which, "1" if which in ("completed", "dead") else "0"
+        else:
+            raise InvalidOption(f"state {which!r} is not one of waiting, {', '.join(FINISHED_SETS)}")
+        return self._script("listJobs", _jobs, target, str(offset), str(count), newest)
+
+    def stats(self, lane_limit: int = 1000) -> Call[QueueStats]:
+        check_int("lane_limit", lane_limit, 1, 1_000_000)
+        return self._script("stats", self._parse_stats, str(lane_limit))
+
+    def _parse_stats(self, reply: Any) -> QueueStats:
+        c, flat = reply[0], reply[1]
+        names = ("waiting", "delayed", "failed", "active", "completed", "dead")
+        counts = {name: int(c[i]) for i, name in enumerate(names)}
+        lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
+        totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
+        return QueueStats(self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "",
+                          int(c[9]), totals)
+
+    def lanes(self, limit: int = 1000) -> Call[list[LaneInfo]]:
+        check_int("limit", limit, 1, 1_000_000)
+
+        def parse(reply: Any) -> list[LaneInfo]:
+            flat, turn = reply[1], reply[2]
+            out = []
+            for pos, i in enumerate(range(0, len(flat), 4)):
+                lane = flat[i]
+                left = int(turn[1]) if turn[0] == lane and turn[1] != "" and pos == 0 else None
+                out.append(LaneInfo(group_of(lane), pos, int(flat[i + 2]), int(flat[i + 1]),
+                                    int(flat[i + 3]), left))
+            return out
+
+        return self._script("stats", parse, str(limit))
+
+    # -- weights and pausing (single commands: atomic by themselves) ----------
+    def set_weight(self, group: str | None, weight: int) -> Call[None]:
+        lane = lane_of(group)
+        check_weight(weight)
+        return Call(parse=lambda _: None, command=("HSET", self.keys.weights, lane, str(weight)))
+
+    def weights(self) -> Call[dict[str | None, int]]:
+        def parse(reply: Any) -> dict[str | None, int]:
+            h = _pairs(reply) if isinstance(reply, list) else dict(reply)
+            return {group_of(k): int(v) for k, v in h.items()}
+
+        return Call(parse=parse, command=("HGETALL", self.keys.weights))
+
+    def pause(self) -> Call[None]:
+        return Call(parse=lambda _: None, command=("HSET", self.keys.meta, "paused", "1"))
+
+    def resume(self) -> Call[None]:
+        return Call(parse=lambda _: None, command=("HDEL", self.keys.meta, "paused"))

@@ -1,0 +1,95 @@
+"""Every exception echomq raises, and the map from script return codes to them.
+
+The tree::
+
+    EchoMQError
+    ├── InvalidInput (also a ValueError): bad input, nothing was written
+    │   ├── InvalidName        queue or group name outside DESIGN §5
+    │   ├── InvalidPriority    tier not an int in 0 … 2^21−1
+    │   ├── InvalidWeight      weight not an int in 1 … 1000
+    │   ├── InvalidScore       score / counter outside the codec's range
+    │   ├── InvalidId          not a branded id
+    │   ├── InvalidDelay       negative delay, naive or past-bound run_at
+    │   ├── InvalidOption      other option out of range (claim n, lease, …)
+    │   └── PayloadError       payload not JSON-serialisable or too large
+    ├── LeaseLost              complete/fail/extend by a worker that no longer holds the lease
+    ├── JobNotFound            no job with that id (or it was pruned)
+    ├── OrderingMismatch       queue opened with another ordering than it was created with
+    └── ServerError            the server could not be started or reached
+
+Each message names the offending value and the allowed range.
+"""
+
+from __future__ import annotations
+
+
+class EchoMQError(Exception):
+    """Base class of every echomq error."""
+
+
+class InvalidInput(EchoMQError, ValueError):
+    """Bad input: the operation was refused before anything was written."""
+
+
+class InvalidName(InvalidInput):
+    """A queue or group name outside 1–128 characters of ``A–Z a–z 0–9 . _ - :``."""
+
+
+class InvalidPriority(InvalidInput):
+    """A tier that is not an integer in 0 … 2^21−1."""
+
+
+class InvalidWeight(InvalidInput):
+    """A lane weight that is not an integer in 1 … 1000."""
+
+
+class InvalidScore(InvalidInput):
+    """A score or counter outside what the composite-score codec can carry."""
+
+
+class InvalidId(InvalidInput):
+    """A string that is not a branded job id."""
+
+
+class InvalidDelay(InvalidInput):
+    """A negative delay, or a run_at that is naive or not a datetime."""
+
+
+class InvalidOption(InvalidInput):
+    """Another option outside its allowed range (claim size, lease, retention, …)."""
+
+
+class PayloadError(InvalidInput):
+    """A payload that is not JSON-serialisable or exceeds the size limit."""
+
+
+class LeaseLost(EchoMQError):
+    """The caller no longer holds the job's lease (expired, or claimed by another worker)."""
+
+
+class JobNotFound(EchoMQError):
+    """No job with that id exists (never added, removed, or pruned by retention)."""
+
+
+class OrderingMismatch(EchoMQError):
+    """The queue exists with a different ordering than the one it was opened with."""
+
+
+class ServerError(EchoMQError):
+    """The server could not be started or reached."""
+
+
+# Negative integers returned by scripts → the exception they stand for.
+SCRIPT_ERRORS: dict[int, type[EchoMQError]] = {
+    -1: JobNotFound,
+    -2: LeaseLost,
+    -3: OrderingMismatch,
+}
+
+
+def raise_for_code(code: int, detail: str) -> None:
+    """Raise the exception a negative script return code stands for."""
+    exc = SCRIPT_ERRORS.get(code)
+    if exc is None:
+        raise EchoMQError(f"unexpected script return code {code}: {detail}")
+    raise exc(detail)

@@ -1,0 +1,143 @@
+"""The only module that builds key names.
+
+Every key of queue ``Q`` is ``emq:{Q}:<part>``: the braces are the cluster
+hash tag, so a whole queue lives in one slot and every script touches one
+slot. Keys that depend on data (a job's hash, a lane's set, an idempotency
+key) are built server-side by ``scripts/includes/keys.lua`` from the same
+prefix; ``tests/scripts/test_keys_agree.py`` proves the two agree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from echomq.errors import InvalidName
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+NAME_RULE = "1–128 characters of A–Z a–z 0–9 . _ - :"
+
+#: the group name that stands for the default lane (not a valid group name).
+DEFAULT_LANE = ""
+
+
+def check_name(kind: str, name: object) -> str:
+    """Return ``name`` if it is a valid queue or group name, else raise InvalidName."""
+    if not isinstance(name, str) or NAME_PATTERN.fullmatch(name) is None:
+        raise InvalidName(f"invalid {kind} name {name!r}: must be {NAME_RULE}")
+    return name
+
+
+def lane_of(group: str | None) -> str:
+    """The lane name for a group (``None`` → the default lane)."""
+    return DEFAULT_LANE if group is None else check_name("group", group)
+
+
+def group_of(lane: str) -> str | None:
+    """The group a lane name stands for (the default lane → ``None``)."""
+    return None if lane == DEFAULT_LANE else lane
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """Key names of one queue."""
+
+    queue: str
+
+    def __post_init__(self) -> None:
+        check_name("queue", self.queue)
+
+    @property
+    def prefix(self) -> str:
+        return f"emq:{{{self.queue}}}:"
+
+    def _part(self, part: str) -> str:
+        return self.prefix + part
+
+    # fixed keys (always passed to scripts in KEYS)
+    @property
+    def meta(self) -> str:
+        """hash: ordering, paused flag, waiting count."""
+        return self._part("meta")
+
+    @property
+    def counter(self) -> str:
+        """string: the arrival counter (composite ordering)."""
+        return self._part("counter")
+
+    @property
+    def ring(self) -> str:
+        """list: lanes with waiting jobs, head first."""
+        return self._part("ring")
+
+    @property
+    def turn(self) -> str:
+        """hash: the head lane's current turn (lane, claims left)."""
+        return self._part("turn")
+
+    @property
+    def weights(self) -> str:
+        """hash: group → weight (absent = 1)."""
+        return self._part("weights")
+
+    @property
+    def served(self) -> str:
+        """hash: lane → claims served (since the window started)."""
+        return self._part("served")
+
+    @property
+    def delayed(self) -> str:
+        """zset: delayed and retry-pending jobs scored by fire time (ms)."""
+        return self._part("delayed")
+
+    @property
+    def retrying(self) -> str:
+        """zset: the retry-pending (failed) subset of delayed, scored by fire time."""
+        return self._part("retrying")
+
+    @property
+    def active(self) -> str:
+        """zset: claimed jobs scored by lease deadline (ms)."""
+        return self._part("active")
+
+    @property
+    def completed(self) -> str:
+        """zset: completed jobs scored by finish time (ms), pruned by retention."""
+        return self._part("completed")
+
+    @property
+    def dead(self) -> str:
+        """zset: dead jobs scored by time of death (ms), pruned by retention."""
+        return self._part("dead")
+
+    @property
+    def wake(self) -> str:
+        """list: a one-element doorbell that idle workers block on."""
+        return self._part("wake")
+
+    # data-dependent keys (built by includes/keys.lua on the server)
+    def job(self, job_id: str) -> str:
+        return self._part("job:" + job_id)
+
+    def lane(self, lane: str) -> str:
+        return self._part("lane:" + lane)
+
+    def idem(self, key: str) -> str:
+        return self._part("idem:" + key)
+
+    def fixed(self) -> list[str]:
+        """Every fixed key of the queue, in the order scripts receive them."""
+        return [
+            self.meta,
+            self.counter,
+            self.ring,
+            self.turn,
+            self.weights,
+            self.served,
+            self.delayed,
+            self.retrying,
+            self.active,
+            self.completed,
+            self.dead,
+            self.wake,
+        ]

@@ -1,0 +1,170 @@
+"""The asyncio Queue: a thin shell that sends the engine's calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
+
+from echomq import connection
+from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats
+from echomq.job import Job, State
+from echomq.options import Backoff, Ordering, QueueOptions
+
+T = TypeVar("T")
+
+
+class Queue:
+    """A named queue on Valkey or Redis (asyncio).
+
+    ``url=None`` uses ``ECHOMQ_URL``, else the embedded Valkey. Pass ``client``
+    to share an existing ``redis.asyncio`` client (``decode_responses=True``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        url: str | None = None,
+        *,
+        ordering: Ordering = "composite",
+        client: aioredis.Redis | None = None,
+        max_stalls: int = 1,
+        max_attempts: int = 3,
+        backoff: Backoff | None = None,
+        keep_completed: int = 1000,
+        keep_completed_age: float = 86_400.0,
+        keep_dead: int = 10_000,
+        keep_dead_age: float = 7 * 86_400.0,
+        max_payload: int = 512 * 1024,
+    ) -> None:
+        options = QueueOptions(
+            ordering=ordering, max_stalls=max_stalls, max_attempts=max_attempts,
+            backoff=backoff or Backoff(), keep_completed=keep_completed,
+            keep_completed_age=keep_completed_age, keep_dead=keep_dead,
+            keep_dead_age=keep_dead_age, max_payload=max_payload,
+        )
+        self.engine = Engine(name, options)
+        self.name = name
+        self.url = url
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def options(self) -> QueueOptions:
+        return self.engine.options
+
+    async def client(self) -> aioredis.Redis:
+        """The redis client, connecting (and starting the embedded server) on first use."""
+        if self._client is None:
+            self._client = await asyncio.to_thread(connection.async_client, self.url)
+        return self._client
+
+    async def _send(self, call: Call[T]) -> T:
+        client = await self.client()
+        if call.script is None:
+            reply = await client.execute_command(*call.command)
+        else:
+            s = call.script
+            try:
+                reply = await client.evalsha(s.sha, len(call.keys), *call.keys, *call.args)
+            except NoScriptError:
+                reply = await client.eval(s.source, len(call.keys), *call.keys, *call.args)
+        return call.parse(reply)
+
+    async def add(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        priority: int = 0,
+        group: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        key: str | None = None,
+    ) -> str:
+        """Add one job; returns its id (or the id of the live job holding ``key``)."""
+        job = self.engine.new_job(name, data, priority=priority, group=group, delay=delay,
+                                  run_at=run_at, max_attempts=max_attempts, key=key)
+        return (await self._send(self.engine.add_jobs([job])))[0]
+
+    async def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Add many jobs in one round trip; each item has ``name`` and add's keywords."""
+        return await self._send(self.engine.add_many(items))
+
+    async def claim(self, n: int = 1, lease: float = 30.0) -> list[Job]:
+        """Lease up to ``n`` jobs in rotation order; never blocks, may return []."""
+        return await self._send(self.engine.claim(n, lease))
+
+    async def complete(self, job: Job, result: Any = None) -> datetime | None:
+        """Record the result; raises LeaseLost if this caller no longer holds the lease."""
+        return await self._send(self.engine.complete(job, result))
+
+    async def fail(self, job: Job, error: str, traceback: str | None = None, *,
+                   retry: bool = True, retry_delay: float | None = None) -> State:
+        """Record a failed attempt; returns FAILED (retry scheduled) or DEAD."""
+        return await self._send(self.engine.fail(job, error, traceback, retry=retry,
+                                                 retry_delay=retry_delay))
+
+    async def extend(self, job: Job, lease: float = 30.0) -> datetime | None:
+        """Renew the lease for ``lease`` seconds from now; returns the new deadline."""
+        deadline = await self._send(self.engine.extend(job, lease))
+        job.lease_deadline = deadline
+        return deadline
+
+    async def remove(self, job_id: str) -> bool:
+        return await self._send(self.engine.remove(job_id))
+
+    async def get(self, job_id: str) -> Job | None:
+        return await self._send(self.engine.get(job_id))
+
+    async def jobs(self, state: str, *, offset: int = 0, count: int = 100,
+                   group: str | None = None) -> list[Job]:
+        """A page of jobs in one state (``waiting`` lists one lane in claim order)."""
+        return await self._send(self.engine.list_jobs(state, offset=offset, count=count,
+                                                      group=group))
+
+    async def dead(self, *, offset: int = 0, count: int = 100) -> list[Job]:
+        """Dead jobs, newest first, with their last error."""
+        return await self.jobs("dead", offset=offset, count=count)
+
+    async def retry_dead(self, job_ids: Sequence[str] | None = None, limit: int = 1000) -> list[str]:
+        """Move dead jobs (given ids, else the oldest ``limit``) back to waiting."""
+        return await self._send(self.engine.retry_dead(job_ids, limit))
+
+    async def set_weight(self, group: str | None, weight: int) -> None:
+        await self._send(self.engine.set_weight(group, weight))
+
+    async def weights(self) -> dict[str | None, int]:
+        return await self._send(self.engine.weights())
+
+    async def lanes(self, limit: int = 1000) -> list[LaneInfo]:
+        return await self._send(self.engine.lanes(limit))
+
+    async def stats(self, lane_limit: int = 1000) -> QueueStats:
+        return await self._send(self.engine.stats(lane_limit))
+
+    async def pause(self) -> None:
+        await self._send(self.engine.pause())
+
+    async def resume(self) -> None:
+        await self._send(self.engine.resume())
+
+    async def maintain(self) -> MaintenanceReport:
+        """Promote due jobs, return expired leases, prune finished jobs."""
+        return await self._send(self.engine.maintain())
+
+    async def close(self) -> None:
+        if self._client is not None and self._owns_client:
+            await self._client.aclose()
+        self._client = None
+
+    async def __aenter__(self) -> Queue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

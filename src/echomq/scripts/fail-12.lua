@@ -1,0 +1,38 @@
+-- fail: record a failed attempt, only from the holder of its lease; the job
+-- is retried after the given delay while attempts remain, else it is dead.
+--
+-- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     job id
+-- ARGV[8]     lease token the caller holds
+-- ARGV[9]     error message
+-- ARGV[10]    traceback ("" = none)
+-- ARGV[11]    retry delay in ms (-1 = do not retry: dead now)
+--
+-- Returns: {"failed", fire_ms} when a retry is scheduled,
+--          {"dead", now_ms} when the job is dead,
+--          E_NOT_FOUND (-1) or E_LEASE_LOST (-2).
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include retention
+-- @include lease
+
+local id, delay = ARGV[7], tonumber(ARGV[11])
+local now = now_ms()
+local jk, err = check_lease(id, ARGV[8], now)
+if not jk then return err end
+redis.call("ZREM", K_ACTIVE, id)
+redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10])
+redis.call("HDEL", jk, "l")
+redis.call("HINCRBY", K_META, "failed", 1)
+local f = redis.call("HMGET", jk, "a", "m")
+if delay >= 0 and tonumber(f[1]) < tonumber(f[2]) then
+  local fire = fmt(now + delay)
+  redis.call("HSET", jk, "s", "failed", "at", fire)
+  redis.call("ZADD", K_DELAYED, fire, id)
+  redis.call("ZADD", K_RETRYING, fire, id)
+  return {"failed", fire}
+end
+bury(id, now, nil)
+return {"dead", fmt(now)}

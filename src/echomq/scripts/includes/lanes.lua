@@ -1,0 +1,76 @@
+-- Waiting jobs: lanes, the ring, the waiting count and the doorbell.
+local TIER_UNIT = 4294967296        -- 2^32: one tier step in the composite score
+local MAX_COUNTER = 4294967295      -- 2^32 - 1: the largest arrival counter
+
+local waiting_delta = 0
+
+-- Put a waiting job into its lane; a lane that was empty joins the ring's tail.
+local function enter_lane(lane, id, score)
+  local lk = lane_key(lane)
+  redis.call("ZADD", lk, fmt(score), id)
+  if redis.call("ZCARD", lk) == 1 then
+    redis.call("RPUSH", K_RING, lane)
+  end
+  waiting_delta = waiting_delta + 1
+end
+
+-- A lane that emptied leaves the ring, its served count and (if it had it) the turn.
+local function leave_ring(lane)
+  redis.call("LREM", K_RING, 1, lane)
+  redis.call("HDEL", K_SERVED, lane)
+  if redis.call("HGET", K_TURN, "lane") == lane then
+    redis.call("DEL", K_TURN)
+  end
+end
+
+-- Write the waiting count once per script; ring the doorbell when the queue
+-- goes from no waiting job to some, so an idle worker wakes.
+local function flush_waiting()
+  if waiting_delta == 0 then return end
+  local after = redis.call("HINCRBY", K_META, "w", waiting_delta)
+  if after > 0 and after - waiting_delta <= 0 then
+    redis.call("LPUSH", K_WAKE, "1")
+    redis.call("LTRIM", K_WAKE, 0, 0)
+  end
+  waiting_delta = 0
+end
+
+local function ordering()
+  return redis.call("HGET", K_META, "o") or "composite"
+end
+
+-- Renumber every waiting and active job of a composite queue with counters
+-- 1..n in their present arrival order (tiers kept), so the counter can start
+-- again below 2^32 without any job changing place. Returns n.
+local function renumber()
+  local entries = {}
+  for _, lane in ipairs(redis.call("LRANGE", K_RING, 0, -1)) do
+    local lk = lane_key(lane)
+    local r = redis.call("ZRANGE", lk, 0, -1, "WITHSCORES")
+    for i = 1, #r, 2 do
+      entries[#entries + 1] = {r[i], tonumber(r[i + 1]), lk}
+    end
+  end
+  for _, id in ipairs(redis.call("ZRANGE", K_ACTIVE, 0, -1)) do
+    local sc = redis.call("HGET", job_key(id), "sc")
+    if sc then entries[#entries + 1] = {id, tonumber(sc), false} end
+  end
+  table.sort(entries, function(a, b) return (a[2] % TIER_UNIT) < (b[2] % TIER_UNIT) end)
+  for i, e in ipairs(entries) do
+    local s = fmt(math.floor(e[2] / TIER_UNIT) * TIER_UNIT + i)
+    if e[3] then redis.call("ZADD", e[3], s, e[1]) end
+    redis.call("HSET", job_key(e[1]), "sc", s)
+  end
+  return #entries
+end
+
+-- The lane score of a job that becomes waiting now.
+local function arrival_score(order, tier)
+  if order == "mint" then return tier * TIER_UNIT end
+  local c = redis.call("INCR", K_COUNTER)
+  if c > MAX_COUNTER then
+    c = renumber() + 1
+    redis.call("SET", K_COUNTER, c)
+  end
+  return tier * TIER_UNIT + c
+end

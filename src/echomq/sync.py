@@ -1,0 +1,153 @@
+"""SyncQueue: the same queue for blocking code, a thin shell over the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import redis
+from redis.exceptions import NoScriptError
+
+from echomq import connection
+from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats
+from echomq.job import Job, State
+from echomq.options import Backoff, Ordering, QueueOptions
+
+T = TypeVar("T")
+
+
+class SyncQueue:
+    """A named queue on Valkey or Redis (blocking). Same methods as Queue, no await."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str | None = None,
+        *,
+        ordering: Ordering = "composite",
+        client: redis.Redis | None = None,
+        max_stalls: int = 1,
+        max_attempts: int = 3,
+        backoff: Backoff | None = None,
+        keep_completed: int = 1000,
+        keep_completed_age: float = 86_400.0,
+        keep_dead: int = 10_000,
+        keep_dead_age: float = 7 * 86_400.0,
+        max_payload: int = 512 * 1024,
+    ) -> None:
+        options = QueueOptions(
+            ordering=ordering, max_stalls=max_stalls, max_attempts=max_attempts,
+            backoff=backoff or Backoff(), keep_completed=keep_completed,
+            keep_completed_age=keep_completed_age, keep_dead=keep_dead,
+            keep_dead_age=keep_dead_age, max_payload=max_payload,
+        )
+        self.engine = Engine(name, options)
+        self.name = name
+        self.url = url
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def options(self) -> QueueOptions:
+        return self.engine.options
+
+    def client(self) -> redis.Redis:
+        if self._client is None:
+            self._client = connection.sync_client(self.url)
+        return self._client
+
+    def _send(self, call: Call[T]) -> T:
+        client = self.client()
+        if call.script is None:
+            reply = client.execute_command(*call.command)
+        else:
+            s = call.script
+            try:
+                reply = client.evalsha(s.sha, len(call.keys), *call.keys, *call.args)
+            except NoScriptError:
+                reply = client.eval(s.source, len(call.keys), *call.keys, *call.args)
+        return call.parse(reply)
+
+    def add(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        priority: int = 0,
+        group: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        key: str | None = None,
+    ) -> str:
+        job = self.engine.new_job(name, data, priority=priority, group=group, delay=delay,
+                                  run_at=run_at, max_attempts=max_attempts, key=key)
+        return self._send(self.engine.add_jobs([job]))[0]
+
+    def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
+        return self._send(self.engine.add_many(items))
+
+    def claim(self, n: int = 1, lease: float = 30.0) -> list[Job]:
+        return self._send(self.engine.claim(n, lease))
+
+    def complete(self, job: Job, result: Any = None) -> datetime | None:
+        return self._send(self.engine.complete(job, result))
+
+    def fail(self, job: Job, error: str, traceback: str | None = None, *,
+             retry: bool = True, retry_delay: float | None = None) -> State:
+        return self._send(self.engine.fail(job, error, traceback, retry=retry,
+                                           retry_delay=retry_delay))
+
+    def extend(self, job: Job, lease: float = 30.0) -> datetime | None:
+        deadline = self._send(self.engine.extend(job, lease))
+        job.lease_deadline = deadline
+        return deadline
+
+    def remove(self, job_id: str) -> bool:
+        return self._send(self.engine.remove(job_id))
+
+    def get(self, job_id: str) -> Job | None:
+        return self._send(self.engine.get(job_id))
+
+    def jobs(self, state: str, *, offset: int = 0, count: int = 100,
+             group: str | None = None) -> list[Job]:
+        return self._send(self.engine.list_jobs(state, offset=offset, count=count, group=group))
+
+    def dead(self, *, offset: int = 0, count: int = 100) -> list[Job]:
+        return self.jobs("dead", offset=offset, count=count)
+
+    def retry_dead(self, job_ids: Sequence[str] | None = None, limit: int = 1000) -> list[str]:
+        return self._send(self.engine.retry_dead(job_ids, limit))
+
+    def set_weight(self, group: str | None, weight: int) -> None:
+        self._send(self.engine.set_weight(group, weight))
+
+    def weights(self) -> dict[str | None, int]:
+        return self._send(self.engine.weights())
+
+    def lanes(self, limit: int = 1000) -> list[LaneInfo]:
+        return self._send(self.engine.lanes(limit))
+
+    def stats(self, lane_limit: int = 1000) -> QueueStats:
+        return self._send(self.engine.stats(lane_limit))
+
+    def pause(self) -> None:
+        self._send(self.engine.pause())
+
+    def resume(self) -> None:
+        self._send(self.engine.resume())
+
+    def maintain(self) -> MaintenanceReport:
+        return self._send(self.engine.maintain())
+
+    def close(self) -> None:
+        if self._client is not None and self._owns_client:
+            self._client.close()
+        self._client = None
+
+    def __enter__(self) -> SyncQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
