@@ -142,8 +142,7 @@ class Engine:
         self._block = [self.keys.prefix, *options.script_block()]
 
     def _script(self, name: str, parse: Callable[[Any], T], *args: str) -> Call[T]:
-        return Call(parse=parse, script=script(name), keys=self._fixed,
-                    args=[*self._block, *args])
+        return Call(parse=parse, script=script(name), keys=self._fixed, args=[*self._block, *args])
 
     # -- adding --------------------------------------------------------------
     def new_job(
@@ -169,13 +168,20 @@ class Engine:
         payload = encode_payload(data, limit=self.options.max_payload)
         job = NewJob(ids.new_id())
         job.values = [
-            job.id, name, payload, str(tier), lane, str(delay_ms(delay)),
-            str(run_at_ms(run_at)), str(attempts), "" if key is None else check_key(key),
+            job.id,
+            name,
+            payload,
+            str(tier),
+            lane,
+            str(delay_ms(delay)),
+            str(run_at_ms(run_at)),
+            str(attempts),
+            "" if key is None else check_key(key),
         ]
         return job
 
     def add_jobs(self, jobs: Iterable[NewJob]) -> Call[list[str]]:
-        argv = [self.options.ordering]
+        argv: list[str] = [self.options.ordering]
         for job in jobs:
             argv.extend(job.values)
         return self._script("add", self._parse_add, *argv)
@@ -207,11 +213,19 @@ class Engine:
         token = _lease_of(job)
         payload = encode_payload(result, what="result", limit=self.options.max_payload)
         detail = f"job {job.id}: complete refused"
-        return self._script("complete", lambda r: _ms(_check_code(r, detail)), job.id, token,
-                            payload)
+        return self._script(
+            "complete", lambda r: _ms(_check_code(r, detail)), job.id, token, payload
+        )
 
-    def fail(self, job: Job, error: str, traceback: str | None = None, *,
-             retry: bool = True, retry_delay: float | None = None) -> Call[State]:
+    def fail(
+        self,
+        job: Job,
+        error: str,
+        traceback: str | None = None,
+        *,
+        retry: bool = True,
+        retry_delay: float | None = None,
+    ) -> Call[State]:
         token = _lease_of(job)
         if retry_delay is None:
             retry_delay = self.options.backoff.delay(max(1, job.attempts))
@@ -221,26 +235,43 @@ class Engine:
         def parse(reply: Any) -> State:
             return State(_check_code(reply, detail)[0])
 
-        return self._script("fail", parse, job.id, token, str(error), traceback or "",
-                            str(delay))
+        return self._script("fail", parse, job.id, token, str(error), traceback or "", str(delay))
 
     def extend(self, job: Job, lease: float) -> Call[datetime | None]:
         token = _lease_of(job)
         lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
         detail = f"job {job.id}: extend refused"
-        return self._script("extend", lambda r: _ms(_check_code(r, detail)), job.id, token,
-                            str(max(1, round(lease_s * 1000))))
+        return self._script(
+            "extend",
+            lambda r: _ms(_check_code(r, detail)),
+            job.id,
+            token,
+            str(max(1, round(lease_s * 1000))),
+        )
 
     def remove(self, job_id: str) -> Call[bool]:
         ids.parse_id(job_id)
         return self._script("remove", lambda r: bool(int(r)), job_id)
 
-    def retry_dead(self, job_ids: Sequence[str] | None = None, limit: int = 1000) -> Call[list[str]]:
+    def retry_dead(
+        self, job_ids: Sequence[str] | None = None, limit: int = 1000
+    ) -> Call[list[str]]:
         check_int("limit", limit, 1, 100_000)
         for job_id in job_ids or ():
             ids.parse_id(job_id)
-        return self._script("retryDead", lambda r: [str(x) for x in r], str(limit),
-                            *(job_ids or ()))
+        return self._script(
+            "retryDead", lambda r: [str(x) for x in r], str(limit), *(job_ids or ())
+        )
+
+    def purge_dead(
+        self, job_ids: Sequence[str] | None = None, limit: int = 1000
+    ) -> Call[list[str]]:
+        check_int("limit", limit, 1, 100_000)
+        for job_id in job_ids or ():
+            ids.parse_id(job_id)
+        return self._script(
+            "purgeDead", lambda r: [str(x) for x in r], str(limit), *(job_ids or ())
+        )
 
     def maintain(self) -> Call[MaintenanceReport]:
         def parse(r: Any) -> MaintenanceReport:
@@ -260,8 +291,9 @@ class Engine:
 
         return Call(parse=parse, command=("HGETALL", self.keys.job(job_id)))
 
-    def list_jobs(self, which: str, *, offset: int = 0, count: int = 100,
-                  group: str | None = None) -> Call[list[Job]]:
+    def list_jobs(
+        self, which: str, *, offset: int = 0, count: int = 100, group: str | None = None
+    ) -> Call[list[Job]]:
         """A page of jobs: a state set, or (``which="waiting"``) one lane in claim order."""
         check_int("offset", offset, 0, 10**9)
         check_int("count", count, 1, 10_000)
@@ -270,7 +302,9 @@ class Engine:
         elif which in FINISHED_SETS:
             target, newest = which, "1" if which in ("completed", "dead") else "0"
         else:
-            raise InvalidOption(f"state {which!r} is not one of waiting, {', '.join(FINISHED_SETS)}")
+            raise InvalidOption(
+                f"state {which!r} is not one of waiting, {', '.join(FINISHED_SETS)}"
+            )
         return self._script("listJobs", _jobs, target, str(offset), str(count), newest)
 
     def stats(self, lane_limit: int = 1000) -> Call[QueueStats]:
@@ -283,8 +317,9 @@ class Engine:
         counts = {name: int(c[i]) for i, name in enumerate(names)}
         lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
         totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
-        return QueueStats(self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "",
-                          int(c[9]), totals)
+        return QueueStats(
+            self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "", int(c[9]), totals
+        )
 
     def lanes(self, limit: int = 1000) -> Call[list[LaneInfo]]:
         check_int("limit", limit, 1, 1_000_000)
@@ -295,8 +330,16 @@ class Engine:
             for pos, i in enumerate(range(0, len(flat), 4)):
                 lane = flat[i]
                 left = int(turn[1]) if turn[0] == lane and turn[1] != "" and pos == 0 else None
-                out.append(LaneInfo(group_of(lane), pos, int(flat[i + 2]), int(flat[i + 1]),
-                                    int(flat[i + 3]), left))
+                out.append(
+                    LaneInfo(
+                        group_of(lane),
+                        pos,
+                        int(flat[i + 2]),
+                        int(flat[i + 1]),
+                        int(flat[i + 3]),
+                        left,
+                    )
+                )
             return out
 
         return self._script("stats", parse, str(limit))

@@ -72,14 +72,16 @@ def parse_id(job_id: object) -> uuid.UUID:
         raise InvalidId(f"job id {job_id!r} does not start with {PREFIX!r}")
     body = job_id[len(PREFIX) :]
     if len(body) != BODY_LENGTH:
-        raise InvalidId(f"job id {job_id!r} has {len(body)} characters after the prefix; "
-                        f"expected {BODY_LENGTH}")
+        raise InvalidId(
+            f"job id {job_id!r} has {len(body)} characters after the prefix; expected {BODY_LENGTH}"
+        )
     value = 0
     for ch in body:
         digit = _DIGIT.get(ch)
         if digit is None:
-            raise InvalidId(f"job id {job_id!r} has {ch!r}, outside lowercase Crockford base32 "
-                            f"({ALPHABET})")
+            raise InvalidId(
+                f"job id {job_id!r} has {ch!r}, outside lowercase Crockford base32 ({ALPHABET})"
+            )
         value = (value << 5) | digit
     if value >> 128:
         raise InvalidId(f"job id {job_id!r} encodes a value above 2^128−1")

@@ -77,6 +77,7 @@ class Job:
     progress: Any = None
     lease_token: str | None = None
     lease_deadline: datetime | None = None
+    claimed_at: datetime | None = None  # server time of the latest claim
     extra: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -109,4 +110,5 @@ class Job:
             progress=decode_payload(h.get("pg")),
             lease_token=h.get("t") if state is State.ACTIVE else None,
             lease_deadline=ms_to_datetime(h.get("l")) if state is State.ACTIVE else None,
+            claimed_at=ms_to_datetime(h.get("ca")),
         )

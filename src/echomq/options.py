@@ -40,7 +40,9 @@ def check_seconds(what: str, value: object, low: float, high: float, *, open_low
     ok = _is_number(value) and (value > low if open_low else value >= low) and value <= high  # type: ignore[operator]
     if not ok:
         bound = f"> {low}" if open_low else f">= {low}"
-        raise InvalidOption(f"{what} {value!r} is out of range; allowed seconds {bound} and <= {high}")
+        raise InvalidOption(
+            f"{what} {value!r} is out of range; allowed seconds {bound} and <= {high}"
+        )
     return float(value)  # type: ignore[arg-type]
 
 

@@ -42,10 +42,15 @@ class Queue:
         max_payload: int = 512 * 1024,
     ) -> None:
         options = QueueOptions(
-            ordering=ordering, max_stalls=max_stalls, max_attempts=max_attempts,
-            backoff=backoff or Backoff(), keep_completed=keep_completed,
-            keep_completed_age=keep_completed_age, keep_dead=keep_dead,
-            keep_dead_age=keep_dead_age, max_payload=max_payload,
+            ordering=ordering,
+            max_stalls=max_stalls,
+            max_attempts=max_attempts,
+            backoff=backoff or Backoff(),
+            keep_completed=keep_completed,
+            keep_completed_age=keep_completed_age,
+            keep_dead=keep_dead,
+            keep_dead_age=keep_dead_age,
+            max_payload=max_payload,
         )
         self.engine = Engine(name, options)
         self.name = name
@@ -66,7 +71,7 @@ class Queue:
     async def _send(self, call: Call[T]) -> T:
         client = await self.client()
         if call.script is None:
-            reply = await client.execute_command(*call.command)
+            reply = await client.execute_command(*call.command)  # type: ignore[no-untyped-call]
         else:
             s = call.script
             try:
@@ -88,8 +93,16 @@ class Queue:
         key: str | None = None,
     ) -> str:
         """Add one job; returns its id (or the id of the live job holding ``key``)."""
-        job = self.engine.new_job(name, data, priority=priority, group=group, delay=delay,
-                                  run_at=run_at, max_attempts=max_attempts, key=key)
+        job = self.engine.new_job(
+            name,
+            data,
+            priority=priority,
+            group=group,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            key=key,
+        )
         return (await self._send(self.engine.add_jobs([job])))[0]
 
     async def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -104,11 +117,19 @@ class Queue:
         """Record the result; raises LeaseLost if this caller no longer holds the lease."""
         return await self._send(self.engine.complete(job, result))
 
-    async def fail(self, job: Job, error: str, traceback: str | None = None, *,
-                   retry: bool = True, retry_delay: float | None = None) -> State:
+    async def fail(
+        self,
+        job: Job,
+        error: str,
+        traceback: str | None = None,
+        *,
+        retry: bool = True,
+        retry_delay: float | None = None,
+    ) -> State:
         """Record a failed attempt; returns FAILED (retry scheduled) or DEAD."""
-        return await self._send(self.engine.fail(job, error, traceback, retry=retry,
-                                                 retry_delay=retry_delay))
+        return await self._send(
+            self.engine.fail(job, error, traceback, retry=retry, retry_delay=retry_delay)
+        )
 
     async def extend(self, job: Job, lease: float = 30.0) -> datetime | None:
         """Renew the lease for ``lease`` seconds from now; returns the new deadline."""
@@ -122,19 +143,29 @@ class Queue:
     async def get(self, job_id: str) -> Job | None:
         return await self._send(self.engine.get(job_id))
 
-    async def jobs(self, state: str, *, offset: int = 0, count: int = 100,
-                   group: str | None = None) -> list[Job]:
+    async def jobs(
+        self, state: str, *, offset: int = 0, count: int = 100, group: str | None = None
+    ) -> list[Job]:
         """A page of jobs in one state (``waiting`` lists one lane in claim order)."""
-        return await self._send(self.engine.list_jobs(state, offset=offset, count=count,
-                                                      group=group))
+        return await self._send(
+            self.engine.list_jobs(state, offset=offset, count=count, group=group)
+        )
 
     async def dead(self, *, offset: int = 0, count: int = 100) -> list[Job]:
         """Dead jobs, newest first, with their last error."""
         return await self.jobs("dead", offset=offset, count=count)
 
-    async def retry_dead(self, job_ids: Sequence[str] | None = None, limit: int = 1000) -> list[str]:
+    async def retry_dead(
+        self, job_ids: Sequence[str] | None = None, limit: int = 1000
+    ) -> list[str]:
         """Move dead jobs (given ids, else the oldest ``limit``) back to waiting."""
         return await self._send(self.engine.retry_dead(job_ids, limit))
+
+    async def purge_dead(
+        self, job_ids: Sequence[str] | None = None, limit: int = 1000
+    ) -> list[str]:
+        """Delete dead jobs for good (given ids, else the oldest ``limit``); returns their ids."""
+        return await self._send(self.engine.purge_dead(job_ids, limit))
 
     async def set_weight(self, group: str | None, weight: int) -> None:
         await self._send(self.engine.set_weight(group, weight))

@@ -37,10 +37,15 @@ class SyncQueue:
         max_payload: int = 512 * 1024,
     ) -> None:
         options = QueueOptions(
-            ordering=ordering, max_stalls=max_stalls, max_attempts=max_attempts,
-            backoff=backoff or Backoff(), keep_completed=keep_completed,
-            keep_completed_age=keep_completed_age, keep_dead=keep_dead,
-            keep_dead_age=keep_dead_age, max_payload=max_payload,
+            ordering=ordering,
+            max_stalls=max_stalls,
+            max_attempts=max_attempts,
+            backoff=backoff or Backoff(),
+            keep_completed=keep_completed,
+            keep_completed_age=keep_completed_age,
+            keep_dead=keep_dead,
+            keep_dead_age=keep_dead_age,
+            max_payload=max_payload,
         )
         self.engine = Engine(name, options)
         self.name = name
@@ -60,7 +65,7 @@ class SyncQueue:
     def _send(self, call: Call[T]) -> T:
         client = self.client()
         if call.script is None:
-            reply = client.execute_command(*call.command)
+            reply = client.execute_command(*call.command)  # type: ignore[no-untyped-call]
         else:
             s = call.script
             try:
@@ -81,8 +86,16 @@ class SyncQueue:
         max_attempts: int | None = None,
         key: str | None = None,
     ) -> str:
-        job = self.engine.new_job(name, data, priority=priority, group=group, delay=delay,
-                                  run_at=run_at, max_attempts=max_attempts, key=key)
+        job = self.engine.new_job(
+            name,
+            data,
+            priority=priority,
+            group=group,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            key=key,
+        )
         return self._send(self.engine.add_jobs([job]))[0]
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -94,10 +107,18 @@ class SyncQueue:
     def complete(self, job: Job, result: Any = None) -> datetime | None:
         return self._send(self.engine.complete(job, result))
 
-    def fail(self, job: Job, error: str, traceback: str | None = None, *,
-             retry: bool = True, retry_delay: float | None = None) -> State:
-        return self._send(self.engine.fail(job, error, traceback, retry=retry,
-                                           retry_delay=retry_delay))
+    def fail(
+        self,
+        job: Job,
+        error: str,
+        traceback: str | None = None,
+        *,
+        retry: bool = True,
+        retry_delay: float | None = None,
+    ) -> State:
+        return self._send(
+            self.engine.fail(job, error, traceback, retry=retry, retry_delay=retry_delay)
+        )
 
     def extend(self, job: Job, lease: float = 30.0) -> datetime | None:
         deadline = self._send(self.engine.extend(job, lease))
@@ -110,8 +131,9 @@ class SyncQueue:
     def get(self, job_id: str) -> Job | None:
         return self._send(self.engine.get(job_id))
 
-    def jobs(self, state: str, *, offset: int = 0, count: int = 100,
-             group: str | None = None) -> list[Job]:
+    def jobs(
+        self, state: str, *, offset: int = 0, count: int = 100, group: str | None = None
+    ) -> list[Job]:
         return self._send(self.engine.list_jobs(state, offset=offset, count=count, group=group))
 
     def dead(self, *, offset: int = 0, count: int = 100) -> list[Job]:
@@ -119,6 +141,9 @@ class SyncQueue:
 
     def retry_dead(self, job_ids: Sequence[str] | None = None, limit: int = 1000) -> list[str]:
         return self._send(self.engine.retry_dead(job_ids, limit))
+
+    def purge_dead(self, job_ids: Sequence[str] | None = None, limit: int = 1000) -> list[str]:
+        return self._send(self.engine.purge_dead(job_ids, limit))
 
     def set_weight(self, group: str | None, weight: int) -> None:
         self._send(self.engine.set_weight(group, weight))

@@ -54,7 +54,7 @@ for _ = 1, n do
   local jk = job_key(id)
   redis.call("HINCRBY", jk, "a", 1)
   local token = redis.call("HINCRBY", jk, "cl", 1)
-  redis.call("HSET", jk, "s", "active", "l", deadline, "t", token)
+  redis.call("HSET", jk, "s", "active", "l", deadline, "t", token, "ca", fmt(now))
   redis.call("ZADD", K_ACTIVE, deadline, id)
   waiting_delta = waiting_delta - 1
   local h = redis.call("HGETALL", jk)

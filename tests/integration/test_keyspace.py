@@ -1,0 +1,83 @@
+"""Key names: the Lua include and keys.py agree; every key carries the queue's tag."""
+
+from __future__ import annotations
+
+import redis
+
+from echomq import SyncQueue
+from echomq.keys import QueueKeys
+from echomq.scripts import all_scripts, include_source
+
+
+def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis) -> None:
+    keys = QueueKeys("mail.eu-1:x")
+    lua = (
+        "local PREFIX = ARGV[1]\n"
+        + include_source("keys")
+        + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4])}"
+    )
+    got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7")
+    assert got == [keys.job("job_x"), keys.lane("acme"), keys.lane(""), keys.idem("inv-7")]
+
+
+def test_every_script_takes_the_fixed_keys_in_order() -> None:
+    fixed_doc = include_source("fixed")
+    names = [
+        "meta",
+        "counter",
+        "ring",
+        "turn",
+        "weights",
+        "served",
+        "delayed",
+        "retrying",
+        "active",
+        "completed",
+        "dead",
+        "wake",
+    ]
+    keys = QueueKeys("q")
+    assert [k.rsplit(":", 1)[1] for k in keys.fixed()] == names
+    for i, name in enumerate(names, start=1):
+        assert f"KEYS[{i}]" in fixed_doc and name in fixed_doc
+    for script in all_scripts().values():
+        assert script.numkeys == len(keys.fixed())
+        assert "-- @include" not in script.source
+
+
+def test_every_key_of_a_queue_carries_its_hash_tag(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    sq.set_weight("g", 2)
+    sq.add_many(
+        [{"name": "j", "group": "g", "key": "k1"}, {"name": "j", "delay": 60}, {"name": "j"}]
+    )
+    [job] = sq.claim(1)
+    sq.fail(job, "x", retry_delay=60)
+    [job] = sq.claim(1)
+    sq.complete(job)
+    tag = "{" + sq.name + "}"
+    touched = list(redis_client.scan_iter(match=f"*{sq.name}*"))
+    assert len(touched) >= 8
+    assert all(k.startswith(f"emq:{tag}:") for k in touched)
+
+
+def test_script_cache_loss_is_recovered(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    sq.add("j")
+    redis_client.script_flush()  # our private server: as after a restart or failover
+    assert len(sq.claim(1)) == 1
+
+
+def test_add_many_is_one_round_trip(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    sq.add("warm-up")  # loads the script
+
+    def calls() -> int:
+        stats = redis_client.info("commandstats")
+        return sum(
+            int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
+        )
+
+    before = calls()
+    ids = sq.add_many([{"name": "j", "data": i, "group": f"g{i % 3}"} for i in range(200)])
+    assert len(ids) == 200
+    assert calls() - before == 1

@@ -1,0 +1,137 @@
+"""Delayed jobs, idempotency keys and retention, all by the server clock."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import redis
+
+from echomq import Job, State, SyncQueue
+
+
+def server_now(client: redis.Redis) -> datetime:
+    secs, micros = client.time()
+    return datetime.fromtimestamp(secs + micros / 1e6, tz=UTC)
+
+
+def test_delayed_job_waits_for_its_fire_time(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    job_id = sq.add("later", delay=0.25)
+    job = sq.get(job_id)
+    assert job is not None and job.state is State.DELAYED and job.run_at is not None
+    assert sq.claim(1) == []
+    deadline = time.monotonic() + 5
+    claimed: list[Job] = []
+    while not claimed and time.monotonic() < deadline:
+        claimed = sq.claim(1)
+        time.sleep(0.01)
+    assert [j.id for j in claimed] == [job_id]
+    assert server_now(redis_client) >= job.run_at
+
+
+def test_run_at_in_the_past_is_waiting_at_once(sq: SyncQueue) -> None:
+    job_id = sq.add("now", run_at=datetime.now(UTC) - timedelta(hours=1))
+    job = sq.get(job_id)
+    assert job is not None and job.state is State.WAITING
+
+
+def test_run_at_in_the_future_is_delayed(sq: SyncQueue) -> None:
+    when = datetime.now(UTC) + timedelta(hours=1)
+    job_id = sq.add("later", run_at=when)
+    job = sq.get(job_id)
+    assert job is not None and job.state is State.DELAYED
+    assert job.run_at is not None and abs((job.run_at - when).total_seconds()) < 0.002
+    assert sq.claim(1) == []
+
+
+def test_due_delayed_job_joins_its_lane_by_tier(sq: SyncQueue) -> None:
+    low = sq.add("low", priority=5)
+    urgent = sq.add("urgent", priority=0, delay=0.05)
+    time.sleep(0.1)
+    assert [j.id for j in sq.claim(2)] == [urgent, low]
+
+
+def test_maintain_promotes_and_reports_the_next_fire(sq: SyncQueue) -> None:
+    sq.add("soon", delay=0.05)
+    sq.add("later", delay=3600)
+    report = sq.maintain()
+    assert report.promoted == 0 and report.next_fire is not None
+    time.sleep(0.1)
+    report = sq.maintain()
+    assert report.promoted == 1
+    assert report.next_fire is not None
+    assert report.next_fire - report.server_time > timedelta(minutes=59)
+    assert sq.stats().counts == {
+        "waiting": 1,
+        "delayed": 1,
+        "failed": 0,
+        "active": 0,
+        "completed": 0,
+        "dead": 0,
+    }
+
+
+def test_idempotency_key_returns_the_live_job(sq: SyncQueue) -> None:
+    first = sq.add("pay", {"n": 1}, key="invoice-7")
+    assert sq.add("pay", {"n": 2}, key="invoice-7") == first
+    [job] = sq.claim(1)
+    assert sq.add("pay", key="invoice-7") == first
+    sq.complete(job)
+    assert sq.add("pay", key="invoice-7") == first  # inside the retention window
+    assert sq.stats().totals["added"] == 1
+    sq.remove(first)
+    assert sq.add("pay", key="invoice-7") != first
+
+
+def test_idempotency_inside_one_batch(sq: SyncQueue) -> None:
+    got = sq.add_many([{"name": "a", "key": "k"}, {"name": "b", "key": "k"}, {"name": "c"}])
+    assert got[0] == got[1] != got[2]
+    assert sq.stats().counts["waiting"] == 2
+
+
+def test_completed_jobs_are_pruned_by_count(
+    make_sync: Callable[..., SyncQueue], redis_client: redis.Redis
+) -> None:
+    q = make_sync(keep_completed=2)
+    added = q.add_many([{"name": "j", "key": f"k{i}"} for i in range(5)])
+    for job in q.claim(5):
+        q.complete(job)
+    assert q.stats().counts["completed"] == 2
+    assert [q.get(i) is None for i in added] == [True, True, True, False, False]
+    # the pruned jobs' idempotency keys went with them
+    assert redis_client.exists(q.engine.keys.idem("k0")) == 0
+    assert redis_client.exists(q.engine.keys.idem("k4")) == 1
+
+
+def test_completed_jobs_are_pruned_by_age(make_sync: Callable[..., SyncQueue]) -> None:
+    q = make_sync(keep_completed_age=0.05)
+    old, new = q.add("old"), q.add("new")
+    [job_old, job_new] = q.claim(2)
+    q.complete(job_old)
+    time.sleep(0.1)
+    q.complete(job_new)
+    assert q.get(old) is None
+    assert q.get(new) is not None
+
+
+def test_dead_jobs_are_pruned_by_count(make_sync: Callable[..., SyncQueue]) -> None:
+    q = make_sync(keep_dead=1, max_attempts=1)
+    q.add_many([{"name": "j"} for _ in range(3)])
+    for job in q.claim(3):
+        q.fail(job, "x")
+    assert q.stats().counts["dead"] == 1
+
+
+def test_nothing_is_left_behind_after_completion(
+    make_sync: Callable[..., SyncQueue], redis_client: redis.Redis
+) -> None:
+    q = make_sync(keep_completed=0)
+    q.set_weight("g", 2)
+    q.add_many([{"name": "j", "group": "g", "key": f"k{i}"} for i in range(10)])
+    for job in q.claim(10):
+        q.complete(job)
+    keys = sorted(redis_client.scan_iter(match=f"emq:{{{q.name}}}:*"))
+    assert keys == sorted(
+        [q.engine.keys.meta, q.engine.keys.counter, q.engine.keys.weights, q.engine.keys.wake]
+    )
