@@ -14,7 +14,14 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from echomq import ids
-from echomq.errors import InvalidOption, LeaseLost, OrderingMismatch, raise_for_code
+from echomq.errors import (
+    SCRIPT_ERRORS,
+    EchoMQError,
+    InvalidOption,
+    LeaseLost,
+    OrderingMismatch,
+    raise_for_code,
+)
 from echomq.job import Job, State, encode_payload
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
 from echomq.options import (
@@ -87,6 +94,14 @@ class QueueStats:
 
 
 @dataclass(frozen=True, slots=True)
+class TierCounts:
+    """Waiting jobs of one lane by tier; ``more`` when higher tiers were left out."""
+
+    counts: dict[int, int]
+    more: bool
+
+
+@dataclass(frozen=True, slots=True)
 class MaintenanceReport:
     """What one maintenance pass did, and when the next timed event is due."""
 
@@ -123,6 +138,13 @@ def _check_code(reply: Any, detail: str) -> Any:
     if isinstance(reply, int) and reply < 0:
         raise_for_code(reply, detail)
     return reply
+
+
+def _error_for(code: Any, job_id: str) -> EchoMQError | None:
+    if isinstance(code, int) and code < 0:
+        exc = SCRIPT_ERRORS.get(code, EchoMQError)
+        return exc(f"job {job_id}: complete refused")
+    return None
 
 
 def _lease_of(job: Job) -> str:
@@ -210,12 +232,27 @@ class Engine:
         return self._script("claim", _jobs, str(n), str(max(1, round(lease_s * 1000))))
 
     def complete(self, job: Job, result: Any = None) -> Call[datetime | None]:
-        token = _lease_of(job)
-        payload = encode_payload(result, what="result", limit=self.options.max_payload)
         detail = f"job {job.id}: complete refused"
-        return self._script(
-            "complete", lambda r: _ms(_check_code(r, detail)), job.id, token, payload
-        )
+        many = self.complete_many([(job, result)])
+        return Call(parse=lambda r: _ms(_check_code(r[0], detail)), script=many.script,
+                    keys=many.keys, args=many.args)
+
+    def complete_many(
+        self, items: Sequence[tuple[Job, Any]]
+    ) -> Call[list[EchoMQError | None]]:
+        """Complete several jobs in one call; each entry of the reply is None when
+        recorded, else the error (LeaseLost, JobNotFound) for that job."""
+        if not items:
+            raise InvalidOption("complete_many needs at least one (job, result) pair")
+        argv: list[str] = []
+        for job, result in items:
+            argv += [job.id, _lease_of(job),
+                     encode_payload(result, what="result", limit=self.options.max_payload)]
+
+        def parse(reply: Any) -> list[EchoMQError | None]:
+            return [_error_for(code, job.id) for code, (job, _) in zip(reply, items, strict=True)]
+
+        return self._script("completeMany", parse, *argv)
 
     def fail(
         self,
@@ -247,6 +284,35 @@ class Engine:
             job.id,
             token,
             str(max(1, round(lease_s * 1000))),
+        )
+
+    def extend_many(self, jobs: Sequence[Job], lease: float) -> Call[list[datetime | None]]:
+        """Renew several leases in one call; per job the new deadline, or None if lost."""
+        if not jobs:
+            raise InvalidOption("extend_many needs at least one job")
+        lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
+        argv = [str(max(1, round(lease_s * 1000)))]
+        for job in jobs:
+            argv += [job.id, _lease_of(job)]
+
+        def parse(reply: Any) -> list[datetime | None]:
+            return [_ms(r) if int(r) >= 0 else None for r in reply]
+
+        return self._script("extendMany", parse, *argv)
+
+    def release(self, job: Job) -> Call[None]:
+        """Give an unfinished job back: waiting at its old place, attempt not counted."""
+        token = _lease_of(job)
+        detail = f"job {job.id}: release refused"
+        return self._script("release", lambda r: _check_code(r, detail) and None, job.id, token)
+
+    def progress(self, job: Job, value: Any) -> Call[None]:
+        """Store a running job's progress (JSON), only from the lease holder."""
+        token = _lease_of(job)
+        payload = encode_payload(value, what="progress", limit=self.options.max_payload)
+        detail = f"job {job.id}: progress refused"
+        return self._script(
+            "progress", lambda r: _check_code(r, detail) and None, job.id, token, payload
         )
 
     def remove(self, job_id: str) -> Call[bool]:
@@ -343,6 +409,22 @@ class Engine:
             return out
 
         return self._script("stats", parse, str(limit))
+
+    def waiting_tiers(self, lane_limit: int = 100,
+                      tier_limit: int = 32) -> Call[dict[str | None, TierCounts]]:
+        """Waiting jobs per lane (ring order) and tier, lowest tiers first."""
+        check_int("lane_limit", lane_limit, 1, 10_000)
+        check_int("tier_limit", tier_limit, 1, 1_000)
+
+        def parse(reply: Any) -> dict[str | None, TierCounts]:
+            out: dict[str | None, TierCounts] = {}
+            for i in range(0, len(reply), 3):
+                flat = reply[i + 1]
+                counts = {int(flat[j]): int(flat[j + 1]) for j in range(0, len(flat), 2)}
+                out[group_of(reply[i])] = TierCounts(counts, bool(int(reply[i + 2])))
+            return out
+
+        return self._script("waitingTiers", parse, str(lane_limit), str(tier_limit))
 
     # -- weights and pausing (single commands: atomic by themselves) ----------
     def set_weight(self, group: str | None, weight: int) -> Call[None]:

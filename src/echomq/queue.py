@@ -11,7 +11,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
 from echomq import connection
-from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats
+from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.errors import EchoMQError
 from echomq.job import Job, State
 from echomq.options import Backoff, Ordering, QueueOptions
 
@@ -117,6 +118,11 @@ class Queue:
         """Record the result; raises LeaseLost if this caller no longer holds the lease."""
         return await self._send(self.engine.complete(job, result))
 
+    async def complete_many(self, items: Sequence[tuple[Job, Any]]) -> list[EchoMQError | None]:
+        """Complete several jobs in one round trip: per job None when recorded, else
+        the LeaseLost/JobNotFound error for that job (nothing is raised)."""
+        return await self._send(self.engine.complete_many(items))
+
     async def fail(
         self,
         job: Job,
@@ -136,6 +142,26 @@ class Queue:
         deadline = await self._send(self.engine.extend(job, lease))
         job.lease_deadline = deadline
         return deadline
+
+    async def extend_many(self, jobs: Sequence[Job], lease: float = 30.0) -> list[datetime | None]:
+        """Renew several leases in one round trip; per job the new deadline, None if lost."""
+        deadlines = await self._send(self.engine.extend_many(jobs, lease))
+        for job, deadline in zip(jobs, deadlines, strict=True):
+            if deadline is not None:
+                job.lease_deadline = deadline
+        return deadlines
+
+    async def release(self, job: Job) -> None:
+        """Give a claimed job back unfinished: waiting again at once, at its old place,
+        with no stall and no attempt counted (LeaseLost if no longer the holder)."""
+        await self._send(self.engine.release(job))
+        job.lease_token = job.lease_deadline = None
+        job.state = State.WAITING
+
+    async def progress(self, job: Job, value: Any) -> None:
+        """Store a running job's progress (JSON); get() returns it as Job.progress."""
+        await self._send(self.engine.progress(job, value))
+        job.progress = value
 
     async def remove(self, job_id: str) -> bool:
         return await self._send(self.engine.remove(job_id))
@@ -175,6 +201,11 @@ class Queue:
 
     async def lanes(self, limit: int = 1000) -> list[LaneInfo]:
         return await self._send(self.engine.lanes(limit))
+
+    async def waiting_tiers(self, lane_limit: int = 100,
+                            tier_limit: int = 32) -> dict[str | None, TierCounts]:
+        """Waiting jobs per lane and tier (read-only, one round trip)."""
+        return await self._send(self.engine.waiting_tiers(lane_limit, tier_limit))
 
     async def stats(self, lane_limit: int = 1000) -> QueueStats:
         return await self._send(self.engine.stats(lane_limit))

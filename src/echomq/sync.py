@@ -10,7 +10,8 @@ import redis
 from redis.exceptions import NoScriptError
 
 from echomq import connection
-from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats
+from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.errors import EchoMQError
 from echomq.job import Job, State
 from echomq.options import Backoff, Ordering, QueueOptions
 
@@ -107,6 +108,11 @@ class SyncQueue:
     def complete(self, job: Job, result: Any = None) -> datetime | None:
         return self._send(self.engine.complete(job, result))
 
+    def complete_many(self, items: Sequence[tuple[Job, Any]]) -> list[EchoMQError | None]:
+        """Complete several jobs in one round trip: per job None when recorded, else
+        the LeaseLost/JobNotFound error for that job (nothing is raised)."""
+        return self._send(self.engine.complete_many(items))
+
     def fail(
         self,
         job: Job,
@@ -124,6 +130,22 @@ class SyncQueue:
         deadline = self._send(self.engine.extend(job, lease))
         job.lease_deadline = deadline
         return deadline
+
+    def extend_many(self, jobs: Sequence[Job], lease: float = 30.0) -> list[datetime | None]:
+        deadlines = self._send(self.engine.extend_many(jobs, lease))
+        for job, deadline in zip(jobs, deadlines, strict=True):
+            if deadline is not None:
+                job.lease_deadline = deadline
+        return deadlines
+
+    def release(self, job: Job) -> None:
+        self._send(self.engine.release(job))
+        job.lease_token = job.lease_deadline = None
+        job.state = State.WAITING
+
+    def progress(self, job: Job, value: Any) -> None:
+        self._send(self.engine.progress(job, value))
+        job.progress = value
 
     def remove(self, job_id: str) -> bool:
         return self._send(self.engine.remove(job_id))
@@ -153,6 +175,10 @@ class SyncQueue:
 
     def lanes(self, limit: int = 1000) -> list[LaneInfo]:
         return self._send(self.engine.lanes(limit))
+
+    def waiting_tiers(self, lane_limit: int = 100,
+                      tier_limit: int = 32) -> dict[str | None, TierCounts]:
+        return self._send(self.engine.waiting_tiers(lane_limit, tier_limit))
 
     def stats(self, lane_limit: int = 1000) -> QueueStats:
         return self._send(self.engine.stats(lane_limit))

@@ -174,3 +174,23 @@ def test_pause_stops_claims_until_resume(sq: SyncQueue) -> None:
     assert sq.stats().paused
     sq.resume()
     assert len(sq.claim(5)) == 1
+
+
+def test_complete_many_records_holders_and_reports_the_rest(
+    make_sync: Callable[..., SyncQueue],
+) -> None:
+    q = make_sync(keep_completed=3)
+    q.add_many([{"name": "j", "data": i} for i in range(5)])
+    jobs = q.claim(5, lease=30)
+    q.remove(jobs[1].id)
+    forged = type(jobs[2])(**{f: getattr(jobs[2], f) for f in jobs[2].__dataclass_fields__})
+    forged.lease_token = "0"
+    results = q.complete_many([(jobs[0], 0), (jobs[1], 1), (forged, 2), (jobs[3], 3), (jobs[4], 4)])
+    assert results[0] is None and results[3] is None and results[4] is None
+    assert isinstance(results[1], JobNotFound)
+    assert isinstance(results[2], LeaseLost)
+    stats = q.stats()
+    assert stats.counts["completed"] == 3 and stats.counts["active"] == 1
+    assert stats.totals["completed"] == 3
+    done = q.get(jobs[4].id)
+    assert done is not None and done.result == 4

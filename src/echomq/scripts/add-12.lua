@@ -43,20 +43,30 @@ for i = 8, #ARGV, 9 do
     local fire = -1
     if run_at >= 0 then fire = run_at elseif delay > 0 then fire = now + delay end
     local jk = job_key(id)
-    redis.call("HSET", jk, "n", ARGV[i + 1], "d", ARGV[i + 2], "p", ARGV[i + 3], "g", lane,
-      "a", 0, "m", ARGV[i + 7], "c", fmt(now))
+    local fields = {"n", ARGV[i + 1], "d", ARGV[i + 2], "p", ARGV[i + 3], "g", lane,
+      "a", 0, "m", ARGV[i + 7], "c", fmt(now)}
     if key ~= "" then
-      redis.call("HSET", jk, "k", key)
+      fields[#fields + 1] = "k"
+      fields[#fields + 1] = key
       redis.call("SET", idem_key(key), id)
     end
+    local score = nil
     if fire > now then
-      redis.call("HSET", jk, "s", "delayed", "at", fmt(fire))
+      fields[#fields + 1] = "s"
+      fields[#fields + 1] = "delayed"
+      fields[#fields + 1] = "at"
+      fields[#fields + 1] = fmt(fire)
+      ring_if_earliest(fire)
       redis.call("ZADD", K_DELAYED, fmt(fire), id)
     else
-      local score = arrival_score(requested, tier)
-      redis.call("HSET", jk, "s", "waiting", "sc", fmt(score))
-      enter_lane(lane, id, score)
+      score = arrival_score(requested, tier)
+      fields[#fields + 1] = "s"
+      fields[#fields + 1] = "waiting"
+      fields[#fields + 1] = "sc"
+      fields[#fields + 1] = fmt(score)
     end
+    redis.call("HSET", jk, unpack(fields))
+    if score then enter_lane(lane, id, score) end
     ids[#ids + 1] = id
     created = created + 1
   end

@@ -14,8 +14,8 @@
 
 local id = ARGV[7]
 local now = now_ms()
-local jk, err = check_lease(id, ARGV[8], now)
-if not jk then return err end
+local jk, key_or_err = check_lease(id, ARGV[8], now)
+if not jk then return key_or_err end
 local deadline = fmt(now + tonumber(ARGV[9]))
 redis.call("ZADD", K_ACTIVE, "XX", deadline, id)
 redis.call("HSET", jk, "l", deadline)

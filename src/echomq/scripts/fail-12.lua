@@ -15,20 +15,21 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include lanes
 -- @include retention
 -- @include lease
 
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
-local jk, err = check_lease(id, ARGV[8], now)
-if not jk then return err end
+local jk, key_or_err = check_lease(id, ARGV[8], now)
+if not jk then return key_or_err end
 redis.call("ZREM", K_ACTIVE, id)
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10])
-redis.call("HDEL", jk, "l")
 redis.call("HINCRBY", K_META, "failed", 1)
 local f = redis.call("HMGET", jk, "a", "m")
 if delay >= 0 and tonumber(f[1]) < tonumber(f[2]) then
   local fire = fmt(now + delay)
+  ring_if_earliest(fire)
   redis.call("HSET", jk, "s", "failed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)

@@ -8,3 +8,13 @@ end
 local function fmt(n)
   return string.format("%.0f", n)
 end
+
+-- Run a variadic command over a long argument list in slices (unpack has a
+-- C-stack limit): call_chunked("ZADD", key, {s1, m1, s2, m2, ...}, 2).
+local CHUNK = 2000
+local function call_chunked(cmd, key, args, stride)
+  local step = CHUNK * stride
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end

@@ -1,17 +1,38 @@
 -- Waiting jobs: lanes, the ring, the waiting count and the doorbell.
+--
+-- Jobs entering lanes are buffered per script call and written with one ZADD
+-- per lane (flush_lanes); lanes join the ring in the order their first job
+-- entered, exactly as if each job had been written on its own.
 local TIER_UNIT = 4294967296        -- 2^32: one tier step in the composite score
 local MAX_COUNTER = 4294967295      -- 2^32 - 1: the largest arrival counter
 
 local waiting_delta = 0
+local pending = {}        -- lane -> {score1, id1, score2, id2, ...}
+local pending_order = {}  -- lanes in the order their first pending job entered
 
--- Put a waiting job into its lane; a lane that was empty joins the ring's tail.
+-- Put a waiting job into its lane (buffered until flush_lanes).
 local function enter_lane(lane, id, score)
-  local lk = lane_key(lane)
-  redis.call("ZADD", lk, fmt(score), id)
-  if redis.call("ZCARD", lk) == 1 then
-    redis.call("RPUSH", K_RING, lane)
+  local buf = pending[lane]
+  if not buf then
+    buf = {}
+    pending[lane] = buf
+    pending_order[#pending_order + 1] = lane
   end
+  buf[#buf + 1] = fmt(score)
+  buf[#buf + 1] = id
   waiting_delta = waiting_delta + 1
+end
+
+-- Write the buffered jobs; a lane that was empty joins the ring's tail.
+local function flush_lanes()
+  for _, lane in ipairs(pending_order) do
+    local lk = lane_key(lane)
+    local was_empty = redis.call("EXISTS", lk) == 0
+    call_chunked("ZADD", lk, pending[lane], 2)
+    if was_empty then redis.call("RPUSH", K_RING, lane) end
+  end
+  pending = {}
+  pending_order = {}
 end
 
 -- A lane that emptied leaves the ring, its served count and (if it had it) the turn.
@@ -23,15 +44,28 @@ local function leave_ring(lane)
   end
 end
 
--- Write the waiting count once per script; ring the doorbell when the queue
+-- Ring the doorbell: one idle worker's BLPOP returns (the list keeps at most
+-- one element, so rings that nobody has heard yet coalesce).
+local function ring_doorbell()
+  redis.call("LPUSH", K_WAKE, "1")
+  redis.call("LTRIM", K_WAKE, 0, 0)
+end
+
+-- Call before a job enters the delayed set at fire_ms: idle workers sleep
+-- until the earliest fire time they know of, so a job that fires before every
+-- delayed job already there rings the doorbell and the woken worker re-reads it.
+local function ring_if_earliest(fire_ms)
+  local first = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
+  if not first[2] or tonumber(fire_ms) < tonumber(first[2]) then ring_doorbell() end
+end
+
+-- Write the lanes and the waiting count; ring the doorbell when the queue
 -- goes from no waiting job to some, so an idle worker wakes.
 local function flush_waiting()
+  flush_lanes()
   if waiting_delta == 0 then return end
   local after = redis.call("HINCRBY", K_META, "w", waiting_delta)
-  if after > 0 and after - waiting_delta <= 0 then
-    redis.call("LPUSH", K_WAKE, "1")
-    redis.call("LTRIM", K_WAKE, 0, 0)
-  end
+  if after > 0 and after - waiting_delta <= 0 then ring_doorbell() end
   waiting_delta = 0
 end
 
@@ -43,6 +77,7 @@ end
 -- 1..n in their present arrival order (tiers kept), so the counter can start
 -- again below 2^32 without any job changing place. Returns n.
 local function renumber()
+  flush_lanes()
   local entries = {}
   for _, lane in ipairs(redis.call("LRANGE", K_RING, 0, -1)) do
     local lk = lane_key(lane)

@@ -1,12 +1,13 @@
--- Checking that the caller holds a job's lease. Returns the job key, or an
--- error code: E_NOT_FOUND if the job is gone, E_LEASE_LOST if its lease
--- belongs to another claim or has expired by the server clock.
+-- Checking that the caller holds a job's lease. Returns the job key and the
+-- job's idempotency key (or false), or nil and an error code: E_NOT_FOUND if
+-- the job is gone, E_LEASE_LOST if its lease belongs to another claim or has
+-- expired by the server clock.
 local function check_lease(id, token, now)
   local jk = job_key(id)
-  local f = redis.call("HMGET", jk, "s", "t", "l")
+  local f = redis.call("HMGET", jk, "s", "t", "l", "k")
   if not f[1] then return nil, E_NOT_FOUND end
   if f[1] ~= "active" or f[2] ~= token or tonumber(f[3]) <= now then
     return nil, E_LEASE_LOST
   end
-  return jk, nil
+  return jk, f[4]
 end

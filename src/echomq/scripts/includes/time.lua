@@ -43,7 +43,6 @@ local function reap_expired(now)
         else
           local f = redis.call("HMGET", jk, "g", "sc")
           redis.call("HSET", jk, "s", "waiting")
-          redis.call("HDEL", jk, "l")
           enter_lane(f[1], id, tonumber(f[2]))
         end
         reaped = reaped + 1

@@ -1,0 +1,41 @@
+-- completeMany: record the results of one or more jobs, each only from the
+-- holder of its lease; finished jobs past retention are pruned once per call.
+--
+-- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7..]   three values per job: id, lease token the caller holds, result (JSON)
+--
+-- Returns: one value per job, in order: the finish time (ms) when recorded,
+--          E_NOT_FOUND (-1) if the job does not exist,
+--          E_LEASE_LOST (-2) if the caller no longer holds the lease.
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include retention
+-- @include lease
+
+local now = now_ms()
+local stamp = fmt(now)
+local out = {}
+local done_ids, done_pairs = {}, {}
+for i = 7, #ARGV, 3 do
+  local id = ARGV[i]
+  local jk, key_or_err = check_lease(id, ARGV[i + 1], now)
+  if jk then
+    redis.call("HSET", jk, "s", "completed", "r", ARGV[i + 2], "f", stamp)
+    expire_idem(key_or_err, OPT.keep_completed_ms)
+    done_ids[#done_ids + 1] = id
+    done_pairs[#done_pairs + 1] = stamp
+    done_pairs[#done_pairs + 1] = id
+    out[#out + 1] = now
+  else
+    out[#out + 1] = key_or_err
+  end
+end
+if #done_ids > 0 then
+  call_chunked("ZREM", K_ACTIVE, done_ids, 1)
+  call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
+  redis.call("HINCRBY", K_META, "completed", #done_ids)
+  prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+end
+return out

@@ -1,0 +1,35 @@
+-- extendMany: renew the leases of several jobs in one call (a worker's
+-- heartbeat), each only from its holder, so heartbeat traffic is one command
+-- per interval however many jobs a worker runs.
+--
+-- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     new lease length in ms, counted from now
+-- ARGV[8..]   two values per job: id, lease token the caller holds
+--
+-- Returns: one value per job, in order: the new deadline (ms),
+--          E_NOT_FOUND (-1) or E_LEASE_LOST (-2).
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include lease
+
+local now = now_ms()
+local deadline = fmt(now + tonumber(ARGV[7]))
+local out = {}
+local renewed = {}
+for i = 8, #ARGV, 2 do
+  local id = ARGV[i]
+  local jk, key_or_err = check_lease(id, ARGV[i + 1], now)
+  if jk then
+    redis.call("HSET", jk, "l", deadline)
+    renewed[#renewed + 1] = deadline
+    renewed[#renewed + 1] = id
+    out[#out + 1] = deadline
+  else
+    out[#out + 1] = key_or_err
+  end
+end
+-- every renewed job passed check_lease, so it is in the active set already
+if #renewed > 0 then call_chunked("ZADD", K_ACTIVE, renewed, 2) end
+return out

@@ -1,0 +1,31 @@
+-- release: hand a claimed job back unfinished (a worker shutting down), only
+-- from the holder of its lease. The job is waiting again at once, at its old
+-- place in its lane (as reap_expired returns it, includes/time.lua), but it
+-- counts no stall, and the attempt it was on is given back because it did not
+-- run to its end.
+--
+-- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     job id
+-- ARGV[8]     lease token the caller holds
+--
+-- Returns: 1 when released,
+--          E_NOT_FOUND (-1) if the job does not exist,
+--          E_LEASE_LOST (-2) if the caller no longer holds the lease.
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include lanes
+-- @include lease
+
+local id = ARGV[7]
+local now = now_ms()
+local jk, key_or_err = check_lease(id, ARGV[8], now)
+if not jk then return key_or_err end
+redis.call("ZREM", K_ACTIVE, id)
+local f = redis.call("HMGET", jk, "g", "sc", "a")
+if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end
+redis.call("HSET", jk, "s", "waiting")
+enter_lane(f[1], id, tonumber(f[2]))
+flush_waiting()
+return 1
