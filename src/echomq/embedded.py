@@ -290,22 +290,30 @@ class EmbeddedServer:
     # -- stop --------------------------------------------------------------
 
     def _shutdown(self, pid: int, timeout: float) -> None:
-        """SHUTDOWN, then SIGTERM, then SIGKILL, each given ``timeout`` to take effect."""
-        with contextlib.suppress(redis.RedisError, OSError), self._probe_client() as client:
-            client.shutdown()
+        """SHUTDOWN (SIGTERM if the socket is dead), then SIGKILL if it outlives ``timeout``."""
+        if not self._send_shutdown():
+            _signal(pid, signal.SIGTERM)  # valkey treats it as SHUTDOWN
         if _wait_for_exit(pid, timeout):
             return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-            if _wait_for_exit(pid, timeout):
-                return
-        raise ServerError(f"embedded Valkey pid {pid} did not exit, even after SIGKILL")
+        _signal(pid, signal.SIGKILL)
+        if not _wait_for_exit(pid, timeout):
+            raise ServerError(f"embedded Valkey pid {pid} did not exit, even after SIGKILL")
+
+    def _send_shutdown(self) -> bool:
+        """Ask for a clean shutdown over the socket; False if it could not be asked."""
+        try:
+            with self._probe_client() as client:
+                client.ping()  # shutdown() alone takes "cannot connect" for success
+                client.shutdown()  # returns when the server closes the connection
+        except (redis.RedisError, OSError):
+            return False
+        return True
 
     def _remove_runtime_files(self) -> None:
         """Remove the socket and pid file a dead server left behind."""
         for path in (self.socket_path, self.pid_path):
-            with contextlib.suppress(FileNotFoundError):
+            # a path that cannot be removed makes the start fail with a logged reason
+            with contextlib.suppress(OSError):
                 path.unlink()
 
     # -- probes ------------------------------------------------------------
@@ -360,8 +368,11 @@ class EmbeddedServer:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the data directory's start/stop lock, waiting a bounded time for it."""
-        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ServerError(f"cannot use {self.data_dir} as the echomq data dir: {exc}") from exc
         try:
             _acquire(fd, timeout=2 * self.start_timeout + STOP_TIMEOUT, path=self.lock_path)
             yield
@@ -392,8 +403,11 @@ def _make_socket_dir(path: Path) -> None:
     chose it). The /tmp fallback is refused unless it is a real directory of
     ours that nobody else can write, since another user could pre-create it.
     """
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.lstat()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.lstat()
+    except OSError as exc:
+        raise ServerError(f"cannot create the socket directory {path}: {exc}") from exc
     if path.parent == Path("/tmp") and (
         not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077
     ):
@@ -477,6 +491,12 @@ def _is_valkey(pid: int) -> bool:
     except OSError:
         return True
     return b"valkey-server" in cmdline
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` unless the process is already gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
 
 
 def _wait_for_exit(pid: int, timeout: float) -> bool:

@@ -1,0 +1,75 @@
+"""Clients built by echomq.connection reach the server the url resolution names."""
+
+from __future__ import annotations
+
+import pytest
+
+from echomq.connection import (
+    HEALTH_CHECK_INTERVAL,
+    SOCKET_TIMEOUT,
+    URL_ENV,
+    async_client,
+    resolve_url,
+    sync_client,
+)
+from echomq.embedded import HOME_ENV, EmbeddedServer
+
+
+def test_clients_have_bounded_timeouts_and_health_checks(backend_url: str) -> None:
+    with sync_client(backend_url) as client:
+        options = client.get_connection_kwargs()
+    assert options["socket_timeout"] == SOCKET_TIMEOUT
+    assert options["socket_connect_timeout"] is not None
+    assert options["health_check_interval"] == HEALTH_CHECK_INTERVAL
+    with sync_client(backend_url, socket_timeout=60.0) as patient:
+        assert patient.get_connection_kwargs()["socket_timeout"] == 60.0
+
+
+def test_sync_client_decodes_replies(backend_url: str, queue_name: str) -> None:
+    with sync_client(backend_url) as client:
+        client.set(queue_name, "é")
+        assert client.get(queue_name) == "é"
+        client.delete(queue_name)
+
+
+async def test_async_client_decodes_replies(backend_url: str, queue_name: str) -> None:
+    client = async_client(backend_url)
+    try:
+        await client.set(queue_name, "é")
+        assert await client.get(queue_name) == "é"
+        await client.delete(queue_name)
+    finally:
+        await client.aclose()
+
+
+def test_echomq_url_is_used_when_no_url_is_given(
+    monkeypatch: pytest.MonkeyPatch, backend_url: str, queue_name: str
+) -> None:
+    monkeypatch.setenv(URL_ENV, backend_url)
+
+    with sync_client() as client:
+        client.set(queue_name, "via env")
+    with sync_client(backend_url) as direct:
+        assert direct.getdel(queue_name) == "via env"
+
+
+def test_valkey_scheme_alias_connects(backend_url: str) -> None:
+    with sync_client(backend_url.replace("redis://", "valkey://", 1)) as client:
+        assert client.ping()
+
+
+async def test_without_url_the_embedded_server_is_started(
+    monkeypatch: pytest.MonkeyPatch, embedded: EmbeddedServer
+) -> None:
+    monkeypatch.setenv(HOME_ENV, str(embedded.data_dir))
+    monkeypatch.delenv(URL_ENV, raising=False)
+    assert not embedded.is_running()
+
+    assert resolve_url(None) == embedded.url
+    client = async_client()
+    try:
+        assert await client.ping()
+        info = await client.info("server")
+        assert info["process_id"] == embedded.status()["pid"]
+    finally:
+        await client.aclose()
