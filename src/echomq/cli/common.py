@@ -1,0 +1,167 @@
+"""What every command shares: the queue options, error translation, output helpers.
+
+Why one module: the exit-code contract (0 success, 1 user error in one line
+without a traceback, 2 usage) is kept in one place, :class:`EchoGroup`, which
+turns every echomq or connection error raised by any command into a
+one-line ``Error: …`` and exit status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, NoReturn, TypeVar
+
+import click
+import redis
+from rich.console import Console
+
+from echomq.errors import EchoMQError, ServerError
+from echomq.keys import DEFAULT_LANE
+from echomq.sync import SyncQueue
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: environment variable naming the queue when ``--queue`` is not given.
+QUEUE_ENV = "ECHOMQ_QUEUE"
+#: how the default lane (jobs added without a group) is shown.
+DEFAULT_LANE_LABEL = "(default)"
+
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+#: width of tables when stdout is not a terminal (pipes, logs, tests) and COLUMNS is unset.
+PIPE_WIDTH = 140
+
+
+def _console() -> Console:
+    """Rich output; wide enough off a terminal that ids and tables are not folded."""
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(highlight=False, width=PIPE_WIDTH if piped else None)
+
+
+console = _console()
+
+
+def fail(message: str) -> NoReturn:
+    """Stop the command with a user error: one line on stderr, exit status 1."""
+    raise click.ClickException(message)
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line of ``text`` (server errors may carry a log tail)."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return text.strip()
+
+
+def user_error(exc: EchoMQError | redis.RedisError) -> click.ClickException:
+    """The one-line error an expected exception is reported as."""
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return click.ClickException(f"cannot reach the server: {first_line(str(exc))}")
+    if isinstance(exc, redis.RedisError):
+        return click.ClickException(f"server error: {first_line(str(exc))}")
+    message = first_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, ServerError) and "\n" in str(exc).strip():
+        message += " (the server log says why: echomq server logs)"
+    return click.ClickException(message)
+
+
+class EchoGroup(click.Group):
+    """A click group that reports echomq and connection errors as one line, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (EchoMQError, redis.RedisError) as exc:
+            raise user_error(exc) from None
+
+
+def queue_options(func: F) -> F:
+    """Add ``--queue/-q`` and ``--url`` to a command (in that order in its help)."""
+    func = click.option(
+        "--url",
+        envvar="ECHOMQ_URL",
+        show_envvar=True,
+        metavar="URL",
+        help="Server url (redis://, rediss://, unix://); default: the embedded Valkey.",
+    )(func)
+    func = click.option(
+        "--queue",
+        "-q",
+        envvar=QUEUE_ENV,
+        show_envvar=True,
+        default="default",
+        show_default=True,
+        metavar="NAME",
+        help="Queue name.",
+    )(func)
+    return func
+
+
+def json_option(func: F) -> F:
+    """Add ``--json``: machine-readable output on stdout."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
+
+
+@contextmanager
+def open_queue(name: str, url: str | None) -> Iterator[SyncQueue]:
+    """A SyncQueue on ``url`` (None: ECHOMQ_URL, else the embedded Valkey), closed after."""
+    queue = SyncQueue(name, url or None)
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+def echo_json(value: Any) -> None:
+    """Print ``value`` as indented JSON (datetimes as ISO 8601)."""
+    click.echo(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def lane_label(group: str | None) -> str:
+    """A lane's name for humans: the group, or ``(default)`` for the default lane."""
+    return DEFAULT_LANE_LABEL if group is None or group == DEFAULT_LANE else group
+
+
+def parse_group(text: str) -> str | None:
+    """A GROUP argument: ``""`` or ``(default)`` select the default lane."""
+    return None if text in ("", DEFAULT_LANE_LABEL) else text
+
+
+def parse_json(text: str, what: str) -> Any:
+    """Decode JSON given on the command line; ``-`` reads it from stdin. Bad JSON exits 1."""
+    if text == "-":
+        text = click.get_text_stream("stdin").read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(
+            f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+            f"{text[:60]!r}"
+        )
+
+
+def percent(part: float, whole: float) -> str:
+    """``part / whole`` as a percentage with one decimal ("–" when whole is 0)."""
+    return "–" if whole == 0 else f"{100 * part / whole:.1f}%"
+
+
+def when(value: datetime | None) -> str:
+    """A timestamp in local time to the millisecond, or "–"."""
+    return "–" if value is None else value.astimezone().isoformat(timespec="milliseconds")
+
+
+def short_when(value: datetime | None) -> str:
+    """A timestamp in local time to the second, for tables ("–" if None)."""
+    return "–" if value is None else f"{value.astimezone():%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,205 @@
+"""``echomq add`` and ``echomq inspect``: put one job in, look at one job closely."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.table import Table
+
+from echomq import score as codec
+from echomq.cli.common import (
+    CONTEXT_SETTINGS,
+    console,
+    echo_json,
+    fail,
+    json_option,
+    lane_label,
+    open_queue,
+    parse_json,
+    queue_options,
+    when,
+)
+from echomq.cli.score import hex_split, ruler
+from echomq.ids import id_timestamp
+from echomq.job import Job, State
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.option(
+    "--data",
+    "-d",
+    default="null",
+    show_default=True,
+    metavar="JSON",
+    help="The payload as JSON; '-' reads it from stdin.",
+)
+@click.option(
+    "--priority",
+    "-p",
+    type=int,
+    default=0,
+    show_default=True,
+    metavar="TIER",
+    help="Tier 0 … 2^21−1; lower is served first.",
+)
+@click.option("--group", "-g", metavar="GROUP", help="Lane (tenant); default: the default lane.")
+@click.option("--delay", type=float, metavar="SECONDS", help="Become waiting after this long.")
+@click.option(
+    "--key",
+    metavar="KEY",
+    help="Idempotency key: returns the live job's id instead of adding a second one.",
+)
+@click.option("--max-attempts", type=int, metavar="N", help="Attempts before the job is dead.")
+@queue_options
+def add(
+    name: str,
+    data: str,
+    priority: int,
+    group: str | None,
+    delay: float | None,
+    key: str | None,
+    max_attempts: int | None,
+    queue: str,
+    url: str | None,
+) -> None:
+    """Add a job called NAME and print its id.
+
+    \b
+    Examples:
+      echomq add send --data '{"to": 42}'
+      echomq add report --data '{"day": "mon"}' --group acme --priority 1 --delay 30
+      echo '{"big": true}' | echomq add import --data - --key import-2024-06-01
+    """
+    payload = parse_json(data, "--data")
+    with open_queue(queue, url) as q:
+        job_id = q.add(
+            name,
+            payload,
+            priority=priority,
+            group=group,
+            delay=delay,
+            max_attempts=max_attempts,
+            key=key,
+        )
+    click.echo(job_id)
+
+
+def job_dict(job: Job, queue: str) -> dict[str, Any]:
+    """Every field of a job, plus its decoded score, as plain JSON values."""
+    decoded = codec.decode(job.score)
+    return {
+        "id": job.id,
+        "queue": queue,
+        "name": job.name,
+        "state": str(job.state),
+        "priority": job.priority,
+        "group": job.group,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "stalls": job.stalls,
+        "score": job.score,
+        "score_decoded": {
+            "tier": decoded.tier,
+            "counter": decoded.counter,
+            "hex": hex_split(decoded),
+        },
+        "created_at": job.created_at,
+        "run_at": job.run_at,
+        "finished_at": job.finished_at,
+        "lease_deadline": job.lease_deadline,
+        "key": job.key,
+        "data": job.data,
+        "result": job.result,
+        "error": job.error,
+        "traceback": job.traceback,
+        "progress": job.progress,
+    }
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _fields_table(job: Job, queue: str) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    rows: list[tuple[str, str]] = [
+        ("id", job.id),
+        ("queue", queue),
+        ("name", job.name),
+        ("state", str(job.state)),
+        ("lane", lane_label(job.group)),
+        ("priority", f"tier {job.priority}"),
+        ("attempts", f"{job.attempts} of {job.max_attempts}"),
+        ("stalls", str(job.stalls)),
+        ("created", when(job.created_at or id_timestamp(job.id))),
+    ]
+    if job.run_at is not None:
+        rows.append(("run at", when(job.run_at)))
+    if job.finished_at is not None:
+        rows.append(("finished", when(job.finished_at)))
+    if job.state is State.ACTIVE:
+        rows.append(("lease until", when(job.lease_deadline)))
+    if job.key is not None:
+        rows.append(("idempotency key", job.key))
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+def _print_job(job: Job, queue: str) -> None:
+    console.print(_fields_table(job, queue))
+    decoded = codec.decode(job.score)
+    console.print()
+    console.print(
+        f"[bold]score[/]  {job.score} = {hex_split(decoded)} → tier {decoded.tier}, "
+        f"counter {decoded.counter}"
+    )
+    if job.state in (State.DELAYED, State.FAILED) and job.score == 0:
+        console.print("  (no score yet: it is taken when the job becomes waiting)")
+    for line in ruler(decoded):
+        console.print(f"  {line}", markup=False)
+    sections = [
+        ("data", job.data, True),
+        ("result", job.result, job.result is not None),
+        ("progress", job.progress, job.progress is not None),
+    ]
+    for label, value, show in sections:
+        if show:
+            console.print(f"\n[bold]{label}[/]")
+            console.print(_pretty(value), markup=False)
+    if job.error:
+        console.print("\n[bold red]last error[/]")
+        console.print(job.error, markup=False)
+    if job.traceback:
+        console.print("\n[bold]traceback[/]")
+        console.print(job.traceback.rstrip(), markup=False)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("job_id")
+@json_option
+@queue_options
+def inspect(job_id: str, as_json: bool, queue: str, url: str | None) -> None:
+    """Show one job: every field, and its score decoded.
+
+    State, attempts, last error and traceback, and the score split into tier
+    and counter.
+
+    \b
+    Examples:
+      echomq inspect job_01m8vfye84ec3a377q2197v469
+      echomq inspect job_01m8vfye84ec3a377q2197v469 -q mail --json
+    """
+    with open_queue(queue, url) as q:
+        job = q.get(job_id)
+    if job is None:
+        fail(f"no job {job_id} in queue {queue!r} (never added, removed, or pruned)")
+    if as_json:
+        echo_json(job_dict(job, queue))
+    else:
+        _print_job(job, queue)

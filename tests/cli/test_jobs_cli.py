@@ -1,0 +1,87 @@
+"""``echomq add`` and ``echomq inspect``, and the one-line errors every command shares."""
+
+from __future__ import annotations
+
+import json
+
+from cli.clitools import RunCli, one_line_error
+from echomq import State, SyncQueue
+from echomq.ids import is_id
+from echomq.score import encode
+
+
+def test_add_prints_the_id_of_a_job_with_every_option(cli: RunCli, sq: SyncQueue) -> None:
+    proc = cli(
+        "add",
+        "send",
+        "--data",
+        '{"to": 42}',
+        "--priority",
+        "3",
+        "--group",
+        "acme",
+        "--max-attempts",
+        "5",
+    )
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip()
+    assert is_id(job_id)
+    job = sq.get(job_id)
+    assert job is not None
+    assert (job.name, job.data, job.priority, job.group, job.max_attempts, job.state) == (
+        "send",
+        {"to": 42},
+        3,
+        "acme",
+        5,
+        State.WAITING,
+    )
+
+
+def test_add_delay_key_and_stdin(cli: RunCli, sq: SyncQueue) -> None:
+    first = cli(
+        "add", "import", "--data", "-", "--key", "k-1", "--delay", "60", stdin='{"rows": [1, 2]}'
+    ).stdout.strip()
+    again = cli("add", "import", "--data", "[]", "--key", "k-1").stdout.strip()
+    assert first == again  # the idempotency key returns the live job's id
+    job = sq.get(first)
+    assert job is not None and job.state is State.DELAYED and job.data == {"rows": [1, 2]}
+
+
+def test_inspect_shows_every_field_and_the_decoded_score(cli: RunCli, sq: SyncQueue) -> None:
+    sq.add("warmup")  # so the job below gets counter 2
+    job_id = sq.add("send", {"to": 7}, priority=2, group="acme", max_attempts=1)
+    claimed = {j.id: j for j in sq.claim(2)}[job_id]
+    sq.fail(claimed, "boom: mailbox full", "Traceback (most recent call last): ...")
+    data = json.loads(cli("inspect", job_id, "--json").stdout)
+    assert data["id"] == job_id and data["state"] == "dead"
+    assert (data["attempts"], data["max_attempts"], data["group"]) == (1, 1, "acme")
+    assert data["error"] == "boom: mailbox full" and data["traceback"].startswith("Traceback")
+    assert data["score"] == encode(2, 2)
+    assert data["score_decoded"] == {"tier": 2, "counter": 2, "hex": "0x2_00000002"}
+    text = cli("inspect", job_id).stdout
+    for fragment in (
+        job_id,
+        "dead",
+        "acme",
+        "1 of 1",
+        "boom: mailbox full",
+        "tier 2, counter 2",
+        "000000000000000000010 000000000000000000000000000000",
+    ):
+        assert fragment in text, fragment
+
+
+def test_user_errors_are_one_line_with_exit_1(cli: RunCli) -> None:
+    assert "--data is not valid JSON" in one_line_error(cli("add", "x", "--data", "{bad"))
+    line = one_line_error(cli("inspect", "job_01m8vfye84ec3a377q2197v469"))
+    assert "no job job_01m8vfye84ec3a377q2197v469" in line
+    assert "job_" in one_line_error(cli("inspect", "nope"))
+    assert "2097151" in one_line_error(cli("add", "x", "--priority", "2097152"))
+    assert "group" in one_line_error(cli("add", "x", "--group", "a b"))
+
+
+def test_unreachable_server_is_one_line_with_exit_1(cli: RunCli) -> None:
+    for args in (("stats",), ("add", "x")):
+        line = one_line_error(cli(*args, url="redis://127.0.0.1:1/0"))
+        assert "cannot reach the server" in line and "127.0.0.1:1" in line

@@ -1,0 +1,151 @@
+"""``echomq worker``: one process, and N processes under the supervisor.
+
+The handlers live in a module written to the test's temporary directory,
+which is the worker's current directory (the CLI makes it importable).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cli.clitools import CLI, RunCli, cli_env, one_line_error, queue_args, wait_for
+from echomq import SyncQueue
+
+TASKS = """
+import os
+
+
+def echo(job):
+    return {"pid": os.getpid(), "n": job.data}
+
+
+def boom(job):
+    raise RuntimeError("boom from the handler")
+
+
+handlers = {"echo": echo, "boom": boom}
+
+
+def factory(queue):
+    return {"echo": echo}
+"""
+
+
+@pytest.fixture
+def tasks_dir(tmp_path: Path) -> Path:
+    (tmp_path / "cli_tasks.py").write_text(TASKS, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.fixture
+def start_worker(
+    backend_url: str, queue_name: str, tasks_dir: Path
+) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start ``echomq worker ARGS`` in the background; killed after the test if still running."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        argv = [*CLI, "worker", *queue_args(args, backend_url, queue_name)]
+        proc = subprocess.Popen(
+            argv,
+            cwd=tasks_dir,
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+
+
+def completed(sq: SyncQueue) -> int:
+    return sq.stats().counts["completed"]
+
+
+def children(pid: int) -> set[int]:
+    """Live child processes of ``pid`` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+            found.add(int(entry.name))
+    return found
+
+
+def test_worker_runs_jobs_and_exits_0_on_sigterm(
+    start_worker: Callable[..., subprocess.Popen[str]], sq: SyncQueue
+) -> None:
+    proc = start_worker("cli_tasks:handlers", "--concurrency", "4", "--progress")
+    ids = sq.add_many([{"name": "echo", "data": n} for n in range(20)])
+    dead_id = sq.add("boom", max_attempts=1)
+    wait_for(lambda: completed(sq) == 20 and sq.stats().counts["dead"] == 1, 20, "jobs done")
+    results = {job.id: job.result for job in sq.jobs("completed", count=100)}
+    assert {results[job_id]["n"] for job_id in ids} == set(range(20))
+    assert {results[job_id]["pid"] for job_id in ids} == {proc.pid}
+    dead = sq.get(dead_id)
+    assert dead is not None and "boom from the handler" in (dead.error or "")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+    _, stderr = proc.communicate()
+    assert "completed 20" in stderr  # the --progress status line
+    assert "Traceback" not in stderr.split("boom from the handler")[0]
+
+
+def test_worker_accepts_a_factory(
+    start_worker: Callable[..., subprocess.Popen[str]], sq: SyncQueue
+) -> None:
+    proc = start_worker("cli_tasks:factory")
+    sq.add("echo", 5)
+    wait_for(lambda: completed(sq) == 1, 20, "the job to complete")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=5) == 0
+
+
+def test_supervisor_restarts_a_dead_process_and_stops_all(
+    start_worker: Callable[..., subprocess.Popen[str]], sq: SyncQueue
+) -> None:
+    proc = start_worker("cli_tasks:handlers", "--processes", "2", "--concurrency", "2")
+    wait_for(lambda: len(children(proc.pid)) == 2, 10, "two worker processes")
+    first = children(proc.pid)
+    victim = min(first)
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: len(children(proc.pid) - {victim}) == 2, 10, "a replacement process")
+    now = children(proc.pid)
+    assert victim not in now and len(now & first) == 1
+    ids = sq.add_many([{"name": "echo", "data": n} for n in range(30)])
+    wait_for(lambda: completed(sq) == 30, 20, "30 jobs done by the pool")
+    pids = {job.result["pid"] for job in sq.jobs("completed", count=100) if job.id in set(ids)}
+    assert pids <= now
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=8) == 0
+    assert not children(proc.pid)
+    _, stderr = proc.communicate()
+    assert "restarting" in stderr
+
+
+def test_worker_user_errors(cli: RunCli, tasks_dir: Path) -> None:
+    line = one_line_error(cli("worker", "no_such_module:handlers", cwd=tasks_dir))
+    assert "no_such_module" in line
+    line = one_line_error(cli("worker", "cli_tasks:missing", cwd=tasks_dir))
+    assert "missing" in line
+    line = one_line_error(
+        cli("worker", "cli_tasks:handlers", url="redis://127.0.0.1:1/0", cwd=tasks_dir)
+    )
+    assert "cannot reach the server" in line
