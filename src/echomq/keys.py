@@ -38,6 +38,18 @@ def group_of(lane: str) -> str | None:
     return None if lane == DEFAULT_LANE else lane
 
 
+#: SCAN pattern matching the meta hash of every queue (each queue that ever held jobs).
+META_PATTERN = "emq:{*}:meta"
+
+
+def queue_of_meta(key: str) -> str | None:
+    """The queue a meta key found by META_PATTERN belongs to, or None if it is not one."""
+    if not (key.startswith("emq:{") and key.endswith("}:meta")):
+        return None
+    name = key[len("emq:{") : -len("}:meta")]
+    return name if NAME_PATTERN.fullmatch(name) else None
+
+
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """Key names of one queue."""

@@ -97,7 +97,7 @@ def dashboard(
 
     from echomq.web.app import create_app
 
-    resolved = connection.normalize_url(connection.resolve_url(url))
+    resolved = connection.resolve_url(url)  # keeps redis+cluster:// for create_app
     probe = connection.sync_client(resolved)
     try:
         probe.ping()  # an unreachable server: one line, exit 1 (EchoGroup)

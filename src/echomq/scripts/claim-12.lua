@@ -28,6 +28,7 @@ if redis.call("HGET", K_META, "paused") == "1" then
 end
 
 local deadline = fmt(now + lease_ms)
+local claimed_at = fmt(now)     -- kept in the job: the dashboard's claim latency reads it
 local turn = redis.call("HMGET", K_TURN, "lane", "left")
 local turn_lane, left = turn[1], tonumber(turn[2])
 local ring_len = redis.call("LLEN", K_RING)
@@ -47,7 +48,8 @@ local function lease(id)
     elseif h[i] == "cl" then claims = tonumber(h[i + 1]) end
   end
   attempts, claims = attempts + 1, claims + 1
-  local changed = {"s", "active", "a", attempts, "cl", claims, "l", deadline, "t", claims}
+  local changed = {"s", "active", "a", attempts, "cl", claims, "l", deadline, "t", claims,
+    "ca", claimed_at}
   redis.call("HSET", jk, unpack(changed))
   for _, v in ipairs(changed) do h[#h + 1] = tostring(v) end
   table.insert(h, 1, id)

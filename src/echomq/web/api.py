@@ -1,0 +1,303 @@
+"""The JSON API behind the page, and ``/metrics``.
+
+Reads (GET) are open; actions (POST) go through :class:`ActionGuard` and the
+audit log. Every queue operation is one of ``Queue``'s own calls, so the
+dashboard changes nothing that a program using echomq could not.
+
+    GET  /api/info                          mode, refresh interval, server
+    GET  /api/queues                        every shown queue: counts, totals, rate
+    GET  /api/queues/{q}                    one queue: counts, ring, weights, tiers, throughput
+    GET  /api/queues/{q}/jobs?state=…       a page of jobs (waiting: one lane, ?group=)
+    GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits
+    GET  /api/score?tier=&counter= | ?score=  the score codec
+    GET  /api/audit                         recent actions, newest first
+    POST /api/auth                          {} (200 if the token is right)
+    POST /api/queues/{q}/weights            {"group": str|null, "weight": int}
+    POST /api/queues/{q}/pause | /resume    {}
+    POST /api/queues/{q}/dead/retry         {"ids": [...]} or {"all": true}
+    POST /api/queues/{q}/dead/purge         {"ids": [...]} or {"all": true}
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from echomq.errors import InvalidOption, JobNotFound
+from echomq.queue import Queue
+from echomq.score import encode
+from echomq.web import metrics, views
+from echomq.web.guard import ActionGuard, ActionRefused, AuditLog
+from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
+from echomq.web.registry import QueueRegistry
+from echomq.web.sampler import Throughput
+
+#: most lanes and tiers the queue view reads per refresh.
+LANE_LIMIT = 200
+TIER_LANES = 50
+TIER_LIMIT = 16
+#: most dead jobs one "retry all" / "purge all" touches.
+BULK_LIMIT = 10_000
+JOB_STATES = ("waiting", "delayed", "failed", "active", "completed", "dead")
+
+
+@dataclass(slots=True)
+class Dashboard:
+    """Everything the handlers share (``app.state.dashboard``)."""
+
+    server: str
+    registry: QueueRegistry
+    throughput: Throughput
+    latency: ClaimLatency
+    guard: ActionGuard
+    audit: AuditLog
+    interval: float
+
+
+class JSONResponse(Response):
+    """JSON by orjson (datetimes as ISO 8601), never cached."""
+
+    media_type = "application/json"
+
+    def __init__(self, content: Any, status_code: int = 200) -> None:
+        super().__init__(content, status_code, headers={"Cache-Control": "no-store"})
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+
+
+def dashboard_of(request: Request) -> Dashboard:
+    dashboard: Dashboard = request.app.state.dashboard
+    return dashboard
+
+
+def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter in low … high, else InvalidOption naming it."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        message = f"{name} {raw!r} is not a whole number; allowed {low} … {high}"
+        raise InvalidOption(message) from None
+    if not low <= value <= high:
+        raise InvalidOption(f"{name} {value} is out of range; allowed {low} … {high}")
+    return value
+
+
+def group_param(raw: Any) -> str | None:
+    """A lane in a request: null, "" or "(default)" mean the default lane."""
+    if raw is None or raw in ("", DEFAULT_LANE_LABEL):
+        return None
+    if not isinstance(raw, str):
+        raise InvalidOption(f"group {raw!r} must be a string or null")
+    return raw
+
+
+async def queue_of(request: Request) -> Queue:
+    return await dashboard_of(request).registry.get(request.path_params["queue"])
+
+
+# -- reads --------------------------------------------------------------------
+async def info(request: Request) -> Response:
+    d = dashboard_of(request)
+    return JSONResponse(
+        {
+            "actions": d.guard.enabled,
+            "interval": d.interval,
+            "server": d.server,
+            "queues": d.registry.names(),
+        }
+    )
+
+
+async def list_queues(request: Request) -> Response:
+    d = dashboard_of(request)
+    queues = [await d.registry.get(name) for name in d.registry.names()]
+    all_stats = await asyncio.gather(*(q.stats(lane_limit=1) for q in queues))
+    return JSONResponse([views.queue_summary(s, d.throughput.rates(s.queue)) for s in all_stats])
+
+
+async def queue_detail(request: Request) -> Response:
+    d = dashboard_of(request)
+    queue = await queue_of(request)
+    stats, lanes, weights, tiers = await asyncio.gather(
+        queue.stats(lane_limit=1),
+        queue.lanes(LANE_LIMIT),
+        queue.weights(),
+        queue.waiting_tiers(TIER_LANES, TIER_LIMIT),
+    )
+    rates = d.throughput.rates(queue.name)
+    return JSONResponse(
+        {
+            **views.queue_summary(stats, rates),
+            "lanes": views.lanes_view(lanes),
+            "weights": views.weights_view(weights),
+            "tiers": views.tiers_view(tiers),
+            "throughput": rates,
+            "interval": d.interval,
+        }
+    )
+
+
+async def list_jobs(request: Request) -> Response:
+    queue = await queue_of(request)
+    state = request.query_params.get("state", "waiting")
+    if state not in JOB_STATES:
+        raise InvalidOption(f"state {state!r} is not one of {', '.join(JOB_STATES)}")
+    group = group_param(request.query_params.get("group")) if state == "waiting" else None
+    offset = int_param(request, "offset", 0, 0, 10**9)
+    count = int_param(request, "count", 50, 1, 500)
+    jobs = await queue.jobs(state, offset=offset, count=count, group=group)
+    return JSONResponse(
+        {"state": state, "offset": offset, "jobs": [views.job_summary(j) for j in jobs]}
+    )
+
+
+async def job_detail(request: Request) -> Response:
+    queue = await queue_of(request)
+    job_id = request.path_params["job_id"]
+    job = await queue.get(job_id)
+    if job is None:
+        raise JobNotFound(f"no job {job_id!r} in queue {queue.name!r} (never added, or pruned)")
+    return JSONResponse(views.job_detail(job))
+
+
+async def score(request: Request) -> Response:
+    if "score" in request.query_params:
+        raw = request.query_params["score"]
+        if not raw.isdigit():
+            raise InvalidOption(f"score {raw!r} is not a whole number")
+        return JSONResponse(views.score_view(int(raw)))
+    tier = int_param(request, "tier", 0, 0, 2**31)
+    counter = int_param(request, "counter", 0, 0, 2**40)
+    return JSONResponse(views.score_view(encode(tier, counter)))
+
+
+async def audit(request: Request) -> Response:
+    return JSONResponse(dashboard_of(request).audit.entries())
+
+
+async def prometheus(request: Request) -> Response:
+    d = dashboard_of(request)
+    queues = [await d.registry.get(name) for name in d.registry.names()]
+    snapshot = await asyncio.gather(*(q.stats(lane_limit=LANE_LIMIT) for q in queues))
+    body = metrics.render(snapshot, d.latency)
+    return Response(
+        body,
+        media_type="text/plain; version=0.0.4; charset=utf-8",
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+# -- actions --------------------------------------------------------------------
+Perform = Callable[[Queue, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.body() or b"{}")
+    except orjson.JSONDecodeError as exc:
+        raise InvalidOption(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidOption("the request body must be a JSON object")
+    return body
+
+
+def action(name: str, perform: Perform) -> Callable[[Request], Awaitable[Response]]:
+    """A POST handler: guard, perform, and log the outcome whatever it is."""
+
+    async def handler(request: Request) -> Response:
+        d = dashboard_of(request)
+        queue_name = request.path_params["queue"]
+        try:
+            d.guard.check(request)
+        except ActionRefused as exc:
+            d.audit.record(request, queue_name, name, f"refused ({exc.status}): {exc.message}")
+            raise
+        try:
+            result = await perform(await queue_of(request), await _body(request))
+        except Exception as exc:
+            d.audit.record(request, queue_name, name, f"error: {exc}")
+            raise
+        d.audit.record(request, queue_name, name, "ok", result)
+        return JSONResponse(result)
+
+    return handler
+
+
+async def check_token(request: Request) -> Response:
+    """Lets the page tell a wrong token at once, before any action (``POST /api/auth``)."""
+    d = dashboard_of(request)
+    try:
+        d.guard.check(request)
+    except ActionRefused as exc:
+        d.audit.record(request, "-", "unlock", f"refused ({exc.status}): {exc.message}")
+        raise
+    return JSONResponse({"ok": True})
+
+
+async def set_weight(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    group = group_param(body.get("group"))
+    weight: Any = body.get("weight")  # the engine checks it: an int in 1 … 1000
+    before = (await queue.weights()).get(group, 1)
+    await queue.set_weight(group, weight)
+    return {"group": group, "weight": weight, "was": before}
+
+
+async def pause(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    await queue.pause()
+    return {"paused": True}
+
+
+async def resume(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    await queue.resume()
+    return {"paused": False}
+
+
+def _dead_ids(body: dict[str, Any]) -> list[str] | None:
+    """The ids of a retry/purge body, or None for "all" (up to BULK_LIMIT)."""
+    if body.get("all") is True:
+        return None
+    ids = body.get("ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise InvalidOption('give "ids": a non-empty list of job ids, or "all": true')
+    return ids
+
+
+async def retry_dead(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    retried = await queue.retry_dead(_dead_ids(body), limit=BULK_LIMIT)
+    return {"retried": retried}
+
+
+async def purge_dead(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    purged = await queue.purge_dead(_dead_ids(body), limit=BULK_LIMIT)
+    return {"purged": purged}
+
+
+def routes() -> list[Route]:
+    q = "/api/queues/{queue}"
+    return [
+        Route("/api/info", info),
+        Route("/api/queues", list_queues),
+        Route(q, queue_detail),
+        Route(q + "/jobs", list_jobs),
+        Route(q + "/jobs/{job_id}", job_detail),
+        Route("/api/score", score),
+        Route("/api/audit", audit),
+        Route("/metrics", prometheus),
+        Route("/api/auth", check_token, methods=["POST"]),
+        Route(q + "/weights", action("set_weight", set_weight), methods=["POST"]),
+        Route(q + "/pause", action("pause", pause), methods=["POST"]),
+        Route(q + "/resume", action("resume", resume), methods=["POST"]),
+        Route(q + "/dead/retry", action("retry_dead", retry_dead), methods=["POST"]),
+        Route(q + "/dead/purge", action("purge_dead", purge_dead), methods=["POST"]),
+    ]

@@ -1,0 +1,633 @@
+// echomq dashboard: plain JS, no build step. Polls the JSON API every few
+// seconds (one request chain at a time, so a slow server under load never
+// piles requests up) and redraws in place. Text from jobs is always set with
+// textContent, never parsed as HTML.
+"use strict";
+
+const TIER_BITS = 21;
+const COUNTER_BITS = 32;
+const MAX_TIER = 2 ** TIER_BITS - 1;
+const MAX_COUNTER = 2 ** COUNTER_BITS - 1;
+const STATES = ["waiting", "delayed", "failed", "active", "completed", "dead"];
+const TOKEN_KEY = "echomq-token";
+const SERIES = [["added", "#3b82f6"], ["completed", "#16a34a"], ["failed", "#dc2626"]];
+
+const ui = {
+  info: null,
+  queue: null,
+  detail: null,
+  jobState: "waiting",
+  jobLane: "",
+  inspect: null,
+  deadSelected: new Set(),
+  token: sessionStorage.getItem(TOKEN_KEY),
+  timer: null,
+};
+
+// -- small helpers ------------------------------------------------------------
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const num = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+const pct = (x) => (x === null || x === undefined ? "–" : `${(100 * x).toFixed(1)}%`);
+
+function when(iso) {
+  if (!iso) return "–";
+  const d = new Date(iso);
+  const s = Math.round((Date.now() - d.getTime()) / 1000);
+  const rel = Math.abs(s) < 60 ? `${s}s` : Math.abs(s) < 3600 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`;
+  return s >= 0 ? `${rel} ago` : `in ${rel.replace("-", "")}`;
+}
+
+function setRows(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+function toast(message, kind = "ok") {
+  const banner = $("banner");
+  banner.textContent = message;
+  banner.className = `banner ${kind}`;
+  banner.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { banner.hidden = true; }, kind === "ok" ? 4000 : 8000);
+}
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
+  return body;
+}
+
+async function act(path, body = {}) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-EchoMQ-Token": ui.token || "" },
+    body: JSON.stringify(body),
+  });
+  const reply = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    if (response.status === 401) setToken(null);
+    throw new Error(reply.error || `${response.status} ${response.statusText}`);
+  }
+  return reply;
+}
+
+async function runAction(label, path, body) {
+  try {
+    const reply = await act(path, body);
+    toast(`${label}: done`, "ok");
+    refreshSoon();
+    return reply;
+  } catch (err) {
+    toast(`${label} refused: ${err.message}`, "error");
+    return null;
+  }
+}
+
+const qpath = (suffix = "") => `/api/queues/${encodeURIComponent(ui.queue)}${suffix}`;
+
+// -- token and mode -------------------------------------------------------------
+function setToken(token) {
+  ui.token = token;
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+  renderMode();
+}
+
+function renderMode() {
+  const enabled = ui.info && ui.info.actions;
+  const unlocked = Boolean(enabled && ui.token);
+  document.body.classList.toggle("unlocked", unlocked);
+  $("mode").textContent = !enabled ? "read-only (no token configured)" : unlocked ? "actions unlocked" : "read-only";
+  $("mode").className = `badge ${unlocked ? "on" : ""}`;
+  $("token-form").hidden = !enabled || unlocked;
+  $("lock").hidden = !unlocked;
+  for (const button of document.querySelectorAll(".action")) {
+    button.disabled = !unlocked;
+    button.title = unlocked ? "" : "needs the action token";
+  }
+}
+
+async function unlock(event) {
+  event.preventDefault();
+  const token = $("token-input").value.trim();
+  if (!token) return;
+  ui.token = token;
+  try {
+    await act("/api/auth");
+    setToken(token);
+    $("token-input").value = "";
+    toast("actions unlocked", "ok");
+  } catch (err) {
+    setToken(null);
+    toast(`unlock refused: ${err.message}`, "error");
+  }
+}
+
+function readFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  if (params.get("token")) setToken(params.get("token"));
+  if (params.get("q")) ui.queue = params.get("q");
+  history.replaceState(null, "", ui.queue ? `#q=${encodeURIComponent(ui.queue)}` : location.pathname);
+}
+
+// -- queue list -------------------------------------------------------------------
+function renderQueues(queues) {
+  $("no-queues").hidden = queues.length > 0;
+  setRows($("queues").tBodies[0], queues.map((q) => el("tr", {
+    class: q.name === ui.queue ? "selected" : "",
+    dataset: { queue: q.name },
+    onclick: () => select(q.name),
+  },
+  el("td", {}, el("a", { href: `#q=${encodeURIComponent(q.name)}`, text: q.name }),
+    q.paused ? el("span", { class: "tag warn", text: "paused" }) : null),
+  el("td", { class: "n", text: num(q.counts.waiting) }),
+  el("td", { class: "n", text: num(q.counts.active) }),
+  el("td", { class: "n", text: num(q.counts.delayed + q.counts.failed) }),
+  el("td", { class: "n", text: num(q.counts.dead) }))));
+}
+
+function select(name) {
+  if (name === ui.queue) return;
+  ui.queue = name;
+  ui.detail = null;
+  ui.jobLane = "";
+  ui.deadSelected.clear();
+  history.replaceState(null, "", `#q=${encodeURIComponent(name)}`);
+  refreshSoon();
+}
+
+// -- one queue ------------------------------------------------------------------
+function renderDetail(d) {
+  ui.detail = d;
+  $("queue-view").hidden = false;
+  $("q-name").textContent = d.name;
+  $("q-ordering").textContent = `${d.ordering} ordering`;
+  $("q-paused").hidden = !d.paused;
+  $("pause-btn").textContent = d.paused ? "Resume" : "Pause";
+  $("counts").replaceChildren(...STATES.map((s) => el("div", { class: `card ${s}`, dataset: { state: s } },
+    el("div", { class: "label", text: s === "failed" ? "failed (retry pending)" : s }),
+    el("div", { class: "value", text: num(d.counts[s]) }))));
+  const totals = $("totals");
+  totals.textContent = `since the queue was created: ${num(d.totals.added)} added, ${num(d.totals.completed)} completed, ${num(d.totals.failed)} failed attempts`
+    + (d.counts.completed >= 1000 ? " (completed and dead jobs are kept up to the queue's retention)" : "");
+  Object.assign(totals.dataset, d.totals);
+  renderLanes(d);
+  renderTiers(d.tiers);
+  drawChart($("chart"), d.throughput, d.interval);
+  const last = d.rate;
+  const rate = (x) => num(x >= 10 ? Math.round(x) : Math.round(x * 10) / 10);
+  $("rate-now").textContent = last
+    ? `now: ${rate(last.added)}/s added, ${rate(last.completed)}/s completed, ${rate(last.failed)}/s failed`
+    : "collecting samples…";
+}
+
+function renderLanes(d) {
+  const tbody = $("lanes").tBodies[0];
+  $("no-lanes").hidden = d.lanes.length > 0;
+  const maxBacklog = Math.max(1, ...d.lanes.map((l) => l.backlog));
+  const rows = d.lanes.map((lane) => laneRow(tbody, lane, maxBacklog));
+  const changed = rows.length !== tbody.rows.length || rows.some((row, i) => tbody.rows[i] !== row);
+  if (changed) {
+    setRows(tbody, rows);
+    renderMode();
+  }
+  const inRing = new Set(d.lanes.map((l) => l.label));
+  const idle = d.weights.filter((w) => !inRing.has(w.label));
+  $("weights-idle").textContent = idle.length
+    ? `Weights of lanes with nothing waiting: ${idle.map((w) => `${w.label}=${w.weight}`).join(", ")}` : "";
+}
+
+function laneRow(tbody, lane, maxBacklog) {
+  let row = [...tbody.rows].find((r) => r.dataset.lane === lane.label);
+  if (!row) {
+    const input = el("input", { type: "number", min: 1, max: 1000, class: "weight-input",
+      dataset: { weightFor: lane.label }, oninput: (e) => { e.target.dataset.dirty = "1"; } });
+    const button = el("button", { type: "button", class: "action small", text: "Set",
+      dataset: { setWeight: lane.label }, onclick: () => setWeight(lane.group, input) });
+    row = el("tr", { dataset: { lane: lane.label } },
+      el("td", { class: "pos" }), el("td", { class: "lane-name" }),
+      el("td", { class: "weight" }, el("span", { class: "weight-value" }), input, button),
+      el("td", { class: "backlog" }), el("td", { class: "share" }));
+  }
+  const [pos, name, weight, backlog, share] = row.cells;
+  pos.textContent = lane.position === 0 ? "head" : String(lane.position + 1);
+  name.textContent = lane.label + (lane.turn_left !== null ? ` (${lane.turn_left} left in turn)` : "");
+  weight.querySelector(".weight-value").textContent = String(lane.weight);
+  const input = weight.querySelector("input");
+  if (!input.dataset.dirty && document.activeElement !== input) input.value = lane.weight;
+  backlog.replaceChildren(bar(lane.backlog / maxBacklog, "backlog-bar"), el("span", { text: num(lane.backlog) }));
+  share.replaceChildren(
+    el("div", { class: "share-row" }, el("span", { class: "k", text: "served" }), bar(lane.served_share || 0, "served-bar"),
+      el("span", { text: `${pct(lane.served_share)} (${num(lane.served)})` })),
+    el("div", { class: "share-row" }, el("span", { class: "k", text: "weight" }), bar(lane.weight_share, "weight-bar"),
+      el("span", { text: pct(lane.weight_share) })));
+  return row;
+}
+
+function bar(fraction, cls) {
+  const fill = el("span", { class: "fill" });
+  // set through CSSOM: the page's CSP refuses inline style attributes
+  fill.style.width = `${Math.max(0, Math.min(1, fraction)) * 100}%`;
+  return el("span", { class: `bar ${cls}` }, fill);
+}
+
+async function setWeight(group, input) {
+  const weight = Number(input.value);
+  const reply = await runAction(`weight of ${group === null ? "(default)" : group} → ${weight}`,
+    qpath("/weights"), { group, weight });
+  if (reply) delete input.dataset.dirty;
+}
+
+function renderTiers(tiers) {
+  const box = $("tiers");
+  if (!tiers.length) {
+    box.replaceChildren(el("p", { class: "muted", text: "Nothing is waiting." }));
+    return;
+  }
+  box.replaceChildren(...tiers.map((lane) => {
+    const max = Math.max(1, ...lane.tiers.map((t) => t.count));
+    return el("div", { class: "tier-lane", dataset: { lane: lane.label } },
+      el("div", { class: "tier-lane-name", text: lane.label }),
+      ...lane.tiers.map((t) => el("div", { class: "tier-row", dataset: { tier: t.tier, count: t.count } },
+        el("span", { class: "k", text: `tier ${t.tier}` }), bar(t.count / max, "tier-bar"),
+        el("span", { text: num(t.count) }))),
+      lane.more ? el("div", { class: "muted small", text: "…and higher tiers" }) : null);
+  }));
+}
+
+// -- throughput chart -------------------------------------------------------------
+function drawChart(canvas, points, interval) {
+  const ratio = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth || 600;
+  const height = canvas.clientHeight || 200;
+  canvas.width = width * ratio;
+  canvas.height = height * ratio;
+  const g = canvas.getContext("2d");
+  g.scale(ratio, ratio);
+  g.clearRect(0, 0, width, height);
+  const pad = { l: 44, r: 8, t: 8, b: 20 };
+  const now = Date.now();
+  const span = Math.max(60_000, points.length ? now - points[0].t : 60_000);
+  const top = niceMax(Math.max(1, ...points.flatMap((p) => SERIES.map(([k]) => p[k]))));
+  const x = (t) => pad.l + ((t - (now - span)) / span) * (width - pad.l - pad.r);
+  const y = (v) => height - pad.b - (v / top) * (height - pad.t - pad.b);
+  g.font = "11px system-ui, sans-serif";
+  g.fillStyle = "#6b7280";
+  g.strokeStyle = "#e5e7eb";
+  for (let i = 0; i <= 4; i++) {
+    const v = (top * i) / 4;
+    g.beginPath(); g.moveTo(pad.l, y(v)); g.lineTo(width - pad.r, y(v)); g.stroke();
+    g.fillText(v >= 10 ? Math.round(v).toString() : v.toFixed(1), 4, y(v) + 4);
+  }
+  g.fillText(`-${Math.round(span / 60000)} min`, pad.l, height - 4);
+  g.fillText("now", width - pad.r - 22, height - 4);
+  if (points.length < 2) {
+    g.fillText(`sampling every ${interval}s…`, pad.l + 8, pad.t + 14);
+    return;
+  }
+  for (const [key, color] of SERIES) {
+    g.strokeStyle = color;
+    g.lineWidth = 2;
+    g.beginPath();
+    points.forEach((p, i) => (i ? g.lineTo(x(p.t), y(p[key])) : g.moveTo(x(p.t), y(p[key]))));
+    g.stroke();
+  }
+}
+
+function niceMax(v) {
+  const step = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 5, 10]) if (m * step >= v) return m * step;
+  return 10 * step;
+}
+
+// -- job lists -----------------------------------------------------------------
+function renderJobTabs() {
+  const counts = ui.detail ? ui.detail.counts : {};
+  $("job-tabs").replaceChildren(...STATES.map((s) => el("button", {
+    type: "button", class: s === ui.jobState ? "tab active" : "tab", dataset: { state: s },
+    onclick: () => { ui.jobState = s; refreshSoon(); },
+  }, `${s} `, el("span", { class: "muted", text: num(counts[s]) }))));
+  if (!ui.jobLane && ui.detail && ui.detail.lanes.length) ui.jobLane = ui.detail.lanes[0].label;
+  const select = $("job-lane");
+  select.hidden = ui.jobState !== "waiting";
+  const labels = ui.detail ? ui.detail.lanes.map((l) => l.label) : [];
+  if (!labels.includes("(default)")) labels.unshift("(default)");
+  if ([...select.options].map((o) => o.value).join() !== labels.join()) {
+    select.replaceChildren(...labels.map((l) => el("option", { value: l, text: `lane ${l}` })));
+  }
+  select.value = ui.jobLane || "(default)";
+}
+
+function renderJobs(page) {
+  setRows($("jobs").tBodies[0], page.jobs.map((job) => el("tr", {
+    class: "clickable", dataset: { jobId: job.id }, onclick: () => inspect(job.id),
+  },
+  el("td", { class: "mono", text: job.id }), el("td", { text: job.name }), el("td", { text: job.lane }),
+  el("td", { class: "n", text: job.priority }), el("td", { class: "n", text: `${job.attempts}/${job.max_attempts}` }),
+  el("td", { class: "when", text: when(job.finished_at || job.created_at) }))));
+}
+
+function renderDead(page) {
+  $("no-dead").hidden = page.jobs.length > 0;
+  const ids = new Set(page.jobs.map((j) => j.id));
+  for (const id of [...ui.deadSelected]) if (!ids.has(id)) ui.deadSelected.delete(id);
+  setRows($("dead").tBodies[0], page.jobs.map((job) => el("tr", { dataset: { jobId: job.id } },
+    el("td", {}, el("input", { type: "checkbox", checked: ui.deadSelected.has(job.id), "aria-label": `select ${job.id}`,
+      onchange: (e) => (e.target.checked ? ui.deadSelected.add(job.id) : ui.deadSelected.delete(job.id)) })),
+    el("td", { class: "mono clickable", text: job.id, onclick: () => inspect(job.id) }),
+    el("td", { text: job.name }), el("td", { text: job.lane }),
+    el("td", { class: "n", text: `${job.attempts}/${job.max_attempts}` }),
+    el("td", { class: "when", text: when(job.finished_at) }),
+    el("td", { class: "error", text: job.error || "" }),
+    el("td", {}, el("button", { type: "button", class: "action small", text: "Retry", dataset: { retry: job.id },
+      onclick: () => runAction(`retry ${job.id}`, qpath("/dead/retry"), { ids: [job.id] }) })))));
+  renderMode();
+}
+
+function deadAction(kind, all) {
+  const ids = [...ui.deadSelected];
+  if (!all && !ids.length) { toast("select dead jobs first", "error"); return; }
+  const what = all ? "every dead job" : `${ids.length} dead job(s)`;
+  if ((kind === "purge" || all) && !confirm(`${kind} ${what} of ${ui.queue}?`)) return;
+  runAction(`${kind} ${what}`, qpath(`/dead/${kind}`), all ? { all: true } : { ids });
+  ui.deadSelected.clear();
+}
+
+function renderAudit(entries) {
+  setRows($("audit").tBodies[0], entries.slice(0, 20).map((e) => el("tr", {},
+    el("td", { text: new Date(e.at).toLocaleTimeString() }), el("td", { text: e.client }),
+    el("td", { text: e.queue }), el("td", { text: e.action }),
+    el("td", { class: "mono small", text: JSON.stringify(e.detail) }),
+    el("td", { class: e.outcome === "ok" ? "" : "error", text: e.outcome }))));
+}
+
+// -- job inspector -----------------------------------------------------------------
+function inspect(id) {
+  ui.inspect = id;
+  $("inspect-id").value = id;
+  loadInspector();
+  $("inspector-panel").scrollIntoView({ behavior: "smooth", block: "nearest" });
+}
+
+async function loadInspector() {
+  if (!ui.inspect || !ui.queue) return;
+  try {
+    renderInspector(await api(qpath(`/jobs/${encodeURIComponent(ui.inspect)}`)));
+  } catch (err) {
+    $("inspector").replaceChildren(el("p", { class: "error", text: err.message }));
+  }
+}
+
+function field(name, value) {
+  return el("tr", {}, el("th", { text: name }), el("td", { text: value === null || value === undefined ? "–" : String(value) }));
+}
+
+function renderInspector(job) {
+  const fields = el("table", { class: "fields" },
+    field("id", job.id), field("name", job.name), field("state", job.state), field("lane", job.lane),
+    field("tier (priority)", job.priority), field("attempts", `${job.attempts} of ${job.max_attempts}`),
+    field("stalls", job.stalls), field("idempotency key", job.key), field("created", job.created_at),
+    field("run at", job.run_at), field("claimed", job.claimed_at), field("lease until", job.lease_deadline),
+    field("finished", job.finished_at));
+  const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
+    el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
+  parts.push(el("h4", { text: "data" }), el("pre", { text: JSON.stringify(job.data, null, 2) }));
+  if (job.result !== null) parts.push(el("h4", { text: "result" }), el("pre", { text: JSON.stringify(job.result, null, 2) }));
+  if (job.error) parts.push(el("h4", { text: "error" }), el("pre", { class: "error", text: job.error }));
+  if (job.traceback) parts.push(el("h4", { text: "traceback" }), el("pre", { class: "traceback", text: job.traceback }));
+  $("inspector").replaceChildren(...parts);
+  $("inspector").dataset.jobId = job.id;
+  $("inspector").dataset.state = job.state;
+}
+
+function progressView(progress) {
+  if (progress === null || progress === undefined) return el("p", { class: "muted", text: "no progress reported" });
+  const n = typeof progress === "number" ? progress : typeof progress === "object" && typeof progress.percent === "number" ? progress.percent : null;
+  return el("div", {}, el("h4", { text: "progress" }), n !== null ? bar(n / 100, "progress-bar") : null,
+    el("pre", { text: JSON.stringify(progress) }));
+}
+
+function scoreFigure(s) {
+  const box = el("div", { class: "score-figure" });
+  box.append(el("div", { class: "score-line" }, el("strong", { text: num(s.score) }),
+    el("span", { class: "muted", text: ` = ${num(s.tier)} × 2³² + ${num(s.counter)}` })));
+  box.append(bitStrip(s.bits, null));
+  box.append(el("div", { class: "bit-legend" },
+    el("span", { class: "key tier", text: `tier bits ${s.tier_bits[1]}–${s.tier_bits[0]} = ${num(s.tier)}` }), " | ",
+    el("span", { class: "key counter", text: `counter bits ${s.counter_bits[1]}–${s.counter_bits[0]} = ${num(s.counter)}` })));
+  return box;
+}
+
+// A 53-cell strip, high bit first: tier bits | counter bits. ``onHover(field, bit)``
+// is called as the pointer moves over it (null when it leaves).
+function bitStrip(bits, onHover) {
+  const strip = el("div", { class: "bit-strip" });
+  const total = TIER_BITS + COUNTER_BITS;
+  for (let i = 0; i < total; i++) {
+    const bit = total - 1 - i;
+    const fieldName = bit >= COUNTER_BITS ? "tier" : "counter";
+    const cell = el("span", { class: `bit ${fieldName}${bits[i] === "1" ? " one" : ""}`, text: bits[i],
+      dataset: { bit, field: fieldName }, title: `bit ${bit} (${fieldName})` });
+    if (bit === COUNTER_BITS) cell.classList.add("edge");
+    strip.append(cell);
+  }
+  strip.addEventListener("mouseover", (e) => {
+    const cell = e.target.closest(".bit");
+    if (!cell) return;
+    strip.dataset.hl = cell.dataset.field;
+    if (onHover) onHover(cell.dataset.field, Number(cell.dataset.bit));
+  });
+  strip.addEventListener("mouseleave", () => { delete strip.dataset.hl; if (onHover) onHover(null, null); });
+  return strip;
+}
+
+// -- score explorer ----------------------------------------------------------------
+function composite(tier, counter) {
+  return (BigInt(tier) << BigInt(COUNTER_BITS)) | BigInt(counter);
+}
+
+function clampInt(value, max) {
+  const n = Math.floor(Number(value));
+  return Number.isFinite(n) ? Math.min(max, Math.max(0, n)) : 0;
+}
+
+const fromSlider = (pos, bits) => Math.min(2 ** bits - 1, Math.round(2 ** ((bits * pos) / 1000)) - 1);
+const toSlider = (value, bits) => Math.round((1000 * Math.log2(value + 1)) / bits);
+
+function explorerHover(fieldName, bit) {
+  const tier = clampInt($("ex-tier").value, MAX_TIER);
+  const counter = clampInt($("ex-counter").value, MAX_COUNTER);
+  const text = $("ex-hover");
+  $("explorer").dataset.hl = fieldName || "";
+  if (fieldName === null) {
+    text.textContent = "Hover over the bits or the fields to see what each range holds.";
+  } else if (fieldName === "tier") {
+    text.textContent = `Tier field, bits 52–32: ${num(tier)}.` + (bit !== null ? ` Bit ${bit} is worth 2^${bit} = tier bit ${bit - COUNTER_BITS}.` : "")
+      + " One tier step (2^32) is larger than any counter, so a lower tier always pops first.";
+  } else {
+    text.textContent = `Counter field, bits 31–0: ${num(counter)}.` + (bit !== null ? ` Bit ${bit} is worth 2^${bit}.` : "")
+      + " The arrival counter orders jobs within one tier: first in, first out.";
+  }
+}
+
+function renderExplorer(source) {
+  let tier = clampInt($("ex-tier").value, MAX_TIER);
+  let counter = clampInt($("ex-counter").value, MAX_COUNTER);
+  if (source === "tier-range") { tier = fromSlider(Number($("ex-tier-range").value), TIER_BITS); $("ex-tier").value = tier; }
+  if (source === "counter-range") { counter = fromSlider(Number($("ex-counter-range").value), COUNTER_BITS); $("ex-counter").value = counter; }
+  if (source !== "tier-range") $("ex-tier-range").value = toSlider(tier, TIER_BITS);
+  if (source !== "counter-range") $("ex-counter-range").value = toSlider(counter, COUNTER_BITS);
+  const score = composite(tier, counter);
+  $("ex-score").textContent = Number(score).toLocaleString("en-US");
+  $("ex-score").dataset.score = score.toString();
+  $("ex-hex").textContent = `0x${score.toString(16)}`;
+  $("ex-formula").replaceChildren(
+    el("span", { class: "key tier", dataset: { field: "tier" }, text: `tier ${num(tier)}` }), " × 4,294,967,296 + ",
+    el("span", { class: "key counter", dataset: { field: "counter" }, text: `counter ${num(counter)}` }));
+  $("ex-bits").replaceChildren(bitStrip(score.toString(2).padStart(TIER_BITS + COUNTER_BITS, "0"), explorerHover));
+  renderCompare();
+}
+
+function renderCompare() {
+  const read = (p) => ({
+    tier: clampInt($(`cmp-${p}-tier`).value, MAX_TIER),
+    counter: clampInt($(`cmp-${p}-counter`).value, MAX_COUNTER),
+  });
+  const a = read("a");
+  const b = read("b");
+  const sa = composite(a.tier, a.counter);
+  const sb = composite(b.tier, b.counter);
+  $("cmp-a-score").textContent = `score ${Number(sa).toLocaleString("en-US")}`;
+  $("cmp-b-score").textContent = `score ${Number(sb).toLocaleString("en-US")}`;
+  let verdict;
+  let first = null;
+  if (sa === sb) {
+    verdict = "Same score. In composite ordering two waiting jobs never share a counter; in mint ordering equal scores are ordered by job id, i.e. creation order.";
+  } else {
+    first = sa < sb ? "A" : "B";
+    const [w, l] = first === "A" ? [a, b] : [b, a];
+    verdict = w.tier !== l.tier
+      ? `${first} pops first: its tier ${num(w.tier)} is lower than ${num(l.tier)}. A tier step (2^32) outweighs every counter value, so ${num(l.counter)} vs ${num(w.counter)} does not matter.`
+      : `${first} pops first: same tier ${num(w.tier)}, and it arrived first (counter ${num(w.counter)} < ${num(l.counter)}).`;
+  }
+  $("cmp-verdict").textContent = `${verdict} (Within one lane; across lanes the weighted ring decides whose turn it is.)`;
+  $("cmp-verdict").dataset.first = first || "tie";
+  $("cmp-a").classList.toggle("winner", first === "A");
+  $("cmp-b").classList.toggle("winner", first === "B");
+}
+
+// -- refresh loop --------------------------------------------------------------------
+async function refresh() {
+  clearTimeout(ui.timer);
+  try {
+    const queues = await api("/api/queues");
+    if (!ui.queue && queues.length) ui.queue = queues[0].name;
+    renderQueues(queues);
+    if (ui.queue) await refreshQueue();
+    $("live").className = "live ok";
+    $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    $("live").className = "live down";
+    $("updated").textContent = `update failed: ${err.message}`;
+  } finally {
+    const every = ((ui.info && ui.info.interval) || 2) * 1000;
+    ui.timer = setTimeout(refresh, document.hidden ? every * 5 : every);
+  }
+}
+
+async function refreshQueue() {
+  const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
+  const [detail, jobs, dead, audit] = await Promise.all([
+    api(qpath()), api(qpath(`/jobs?state=${ui.jobState}&count=15${lane}`)),
+    api(qpath("/jobs?state=dead&count=50")), api("/api/audit"),
+  ]);
+  renderDetail(detail);
+  renderJobTabs();
+  renderJobs(jobs);
+  renderDead(dead);
+  renderAudit(audit);
+  if (ui.inspect && !["completed", "dead"].includes($("inspector").dataset.state)) await loadInspector();
+}
+
+function refreshSoon() {
+  clearTimeout(ui.timer);
+  ui.timer = setTimeout(refresh, 50);
+}
+
+async function start() {
+  readFragment();
+  try {
+    ui.info = await api("/api/info");
+    $("server").textContent = ui.info.server;
+  } catch (err) {
+    toast(`cannot load the dashboard: ${err.message}`, "error");
+  }
+  renderMode();
+  $("token-form").addEventListener("submit", unlock);
+  $("lock").addEventListener("click", () => setToken(null));
+  $("pause-btn").addEventListener("click", () => {
+    const paused = ui.detail && ui.detail.paused;
+    runAction(paused ? "resume" : "pause", qpath(paused ? "/resume" : "/pause"), {});
+  });
+  $("weight-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const group = $("weight-group").value.trim();
+    runAction(`weight of ${group || "(default)"}`, qpath("/weights"),
+      { group: group || null, weight: Number($("weight-value").value) });
+  });
+  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; refreshSoon(); });
+  $("dead-all").addEventListener("change", (e) => {
+    for (const box of $("dead").tBodies[0].querySelectorAll("input[type=checkbox]")) {
+      box.checked = e.target.checked;
+      const id = box.closest("tr").dataset.jobId;
+      if (e.target.checked) ui.deadSelected.add(id); else ui.deadSelected.delete(id);
+    }
+  });
+  $("retry-selected").addEventListener("click", () => deadAction("retry", false));
+  $("retry-all").addEventListener("click", () => deadAction("retry", true));
+  $("purge-selected").addEventListener("click", () => deadAction("purge", false));
+  $("purge-all").addEventListener("click", () => deadAction("purge", true));
+  $("inspect-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const id = $("inspect-id").value.trim();
+    if (id) inspect(id);
+  });
+  for (const id of ["ex-tier", "ex-counter", "ex-tier-range", "ex-counter-range"]) {
+    $(id).addEventListener("input", () => renderExplorer(id.replace("ex-", "")));
+  }
+  for (const id of ["cmp-a-tier", "cmp-a-counter", "cmp-b-tier", "cmp-b-counter"]) {
+    $(id).addEventListener("input", renderCompare);
+  }
+  $("ex-formula").addEventListener("mouseover", (e) => {
+    const key = e.target.closest("[data-field]");
+    if (key) explorerHover(key.dataset.field, null);
+  });
+  $("ex-formula").addEventListener("mouseleave", () => explorerHover(null, null));
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshSoon(); });
+  window.addEventListener("hashchange", () => {
+    const q = new URLSearchParams(location.hash.slice(1)).get("q");
+    if (q) select(q);
+  });
+  renderExplorer(null);
+  refresh();
+}
+
+document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,128 @@
+"""What the JSON API returns: jobs, scores, lanes and tiers as plain dicts.
+
+Lanes are named by ``label`` for people ("(default)" for the default lane)
+and by ``group`` (null for the default lane) for requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echomq.engine import LaneInfo, QueueStats, TierCounts
+from echomq.job import Job
+from echomq.score import COUNTER_BITS, TIER_BITS, decode
+from echomq.web.metrics import lane_label
+
+#: an error shown in a job list is cut to this many characters (the inspector shows all).
+ERROR_PREVIEW = 200
+SCORE_BITS = TIER_BITS + COUNTER_BITS
+
+
+def score_view(score: int) -> dict[str, Any]:
+    """A score with its two fields and the bits each occupies (high bit first in ``bits``)."""
+    d = decode(score)
+    return {
+        "score": d.score,
+        "tier": d.tier,
+        "counter": d.counter,
+        "tier_bits": list(d.tier_bits),
+        "counter_bits": list(d.counter_bits),
+        "bits": format(d.score, f"0{SCORE_BITS}b"),
+    }
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    """A job as a list row: no payload, the error cut short."""
+    error = job.error
+    if error is not None and len(error) > ERROR_PREVIEW:
+        error = error[:ERROR_PREVIEW] + "…"
+    return {
+        "id": job.id,
+        "name": job.name,
+        "state": str(job.state),
+        "priority": job.priority,
+        "group": job.group,
+        "lane": lane_label(job.group),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "score": job.score,
+        "created_at": job.created_at,
+        "finished_at": job.finished_at,
+        "error": error,
+    }
+
+
+def job_detail(job: Job) -> dict[str, Any]:
+    """Every field of a job, the score drawn as tier bits | counter bits."""
+    return {
+        **job_summary(job),
+        "data": job.data,
+        "result": job.result,
+        "error": job.error,
+        "traceback": job.traceback,
+        "progress": job.progress,
+        "stalls": job.stalls,
+        "key": job.key,
+        "run_at": job.run_at,
+        "claimed_at": job.claimed_at,
+        "lease_deadline": job.lease_deadline,
+        "score_fields": score_view(job.score),
+    }
+
+
+def lanes_view(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
+    """The ring, head first, with each lane's share of claims next to its share of weight.
+
+    ``served`` counts claims since the lane joined the ring, so the shares
+    compare lanes over the time they were all backlogged.
+    """
+    total_weight = sum(lane.weight for lane in lanes) or 1
+    total_served = sum(lane.served for lane in lanes)
+    return [
+        {
+            "group": lane.group,
+            "label": lane_label(lane.group),
+            "position": lane.position,
+            "weight": lane.weight,
+            "backlog": lane.backlog,
+            "served": lane.served,
+            "turn_left": lane.turn_left,
+            "weight_share": round(lane.weight / total_weight, 4),
+            "served_share": round(lane.served / total_served, 4) if total_served else None,
+        }
+        for lane in lanes
+    ]
+
+
+def tiers_view(tiers: dict[str | None, TierCounts]) -> list[dict[str, Any]]:
+    """Waiting jobs by lane and tier, lanes in ring order, tiers lowest first."""
+    return [
+        {
+            "group": group,
+            "label": lane_label(group),
+            "tiers": [{"tier": t, "count": n} for t, n in sorted(tc.counts.items())],
+            "more": tc.more,
+        }
+        for group, tc in tiers.items()
+    ]
+
+
+def queue_summary(stats: QueueStats, rates: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of the queue list: counts by state, totals and the latest rates."""
+    return {
+        "name": stats.queue,
+        "counts": stats.counts,
+        "paused": stats.paused,
+        "ordering": stats.ordering or "composite",
+        "ring_length": stats.ring_length,
+        "totals": stats.totals,
+        "rate": rates[-1] if rates else None,
+    }
+
+
+def weights_view(weights: dict[str | None, int]) -> list[dict[str, Any]]:
+    """Every weight set on the queue (lanes without waiting jobs included)."""
+    return [
+        {"group": g, "label": lane_label(g), "weight": w}
+        for g, w in sorted(weights.items(), key=lambda kv: lane_label(kv[0]))
+    ]

@@ -1,0 +1,296 @@
+"""The dashboard's JSON API and /metrics, served by uvicorn, on Valkey and Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from echomq import SyncQueue
+from echomq.score import encode
+from echomq.web.app import redact
+from web.conftest import StartDashboard
+from web.webtools import TOKEN, make_dead, wait_for
+
+JSON = {"Content-Type": "application/json"}
+AUTH = {**JSON, "X-EchoMQ-Token": TOKEN}
+
+
+def test_queue_list_counts_and_discovery(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.add_many([{"name": "a"}, {"name": "b", "group": "acme"}, {"name": "c", "delay": 60}])
+    sq.claim(1)
+    d = start_dashboard(backend_url)  # no queue list: found by SCAN
+    rows = {row["name"]: row for row in d.http.get("/api/queues").json()}
+    assert sq.name in rows
+    row = rows[sq.name]
+    assert row["counts"] == {
+        "waiting": 1,
+        "delayed": 1,
+        "failed": 0,
+        "active": 1,
+        "completed": 0,
+        "dead": 0,
+    }
+    assert row["totals"]["added"] == 3
+    assert row["ordering"] == "composite"
+
+
+def test_a_queue_created_later_is_found_and_unknown_ones_are_404(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    d = start_dashboard(backend_url)
+    assert d.http.get(f"/api/queues/{sq.name}").status_code == 404
+    sq.add("late")
+    wait_for(lambda: d.http.get(f"/api/queues/{sq.name}").status_code == 200, what="rescan")
+    bad = d.http.get("/api/queues/no{braces}")
+    assert bad.status_code == 400
+    assert "invalid queue name" in bad.json()["error"]
+
+
+def test_only_the_named_queues_are_shown(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.add("x")
+    other = SyncQueue(sq.name + "-other", backend_url)
+    try:
+        other.add("y")
+        d = start_dashboard(backend_url, queues=[sq.name])
+        assert [q["name"] for q in d.http.get("/api/queues").json()] == [sq.name]
+        assert d.http.get(f"/api/queues/{other.name}").status_code == 404
+    finally:
+        other.close()
+
+
+def test_lanes_weights_and_tiers(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.set_weight("acme", 3)
+    sq.set_weight("idle", 7)
+    items: list[dict[str, Any]] = [
+        {"name": "j", "group": "acme", "priority": p} for p in (0, 0, 2, 2, 2, 9)
+    ]
+    items += [{"name": "j", "priority": 1} for _ in range(4)]
+    sq.add_many(items)
+    sq.claim(4)  # acme ×3 (its weight), then one of the default lane
+    d = start_dashboard(backend_url, queues=[sq.name])
+    body = d.http.get(f"/api/queues/{sq.name}").json()
+    lanes = {lane["label"]: lane for lane in body["lanes"]}
+    assert lanes["acme"]["weight"] == 3
+    assert lanes["acme"]["backlog"] == 3
+    assert lanes["(default)"]["backlog"] == 3
+    assert lanes["acme"]["weight_share"] == pytest.approx(0.75)
+    assert lanes["(default)"]["served_share"] == pytest.approx(0.25)
+    assert {w["label"]: w["weight"] for w in body["weights"]} == {"acme": 3, "idle": 7}
+    tiers = {t["label"]: t["tiers"] for t in body["tiers"]}
+    assert tiers["acme"] == [{"tier": 2, "count": 2}, {"tier": 9, "count": 1}]
+    assert tiers["(default)"] == [{"tier": 1, "count": 3}]
+
+
+def test_job_lists_and_the_inspector(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    ids = sq.add_many(
+        [{"name": "j", "group": "g", "priority": p, "data": {"p": p}} for p in (5, 1, 3)]
+    )
+    d = start_dashboard(backend_url, queues=[sq.name])
+    page = d.http.get(f"/api/queues/{sq.name}/jobs", params={"state": "waiting", "group": "g"})
+    assert [j["priority"] for j in page.json()["jobs"]] == [1, 3, 5]  # claim order
+    default_lane = d.http.get(f"/api/queues/{sq.name}/jobs", params={"state": "waiting"})
+    assert default_lane.json()["jobs"] == []
+
+    job = d.http.get(f"/api/queues/{sq.name}/jobs/{ids[1]}").json()
+    assert job["data"] == {"p": 1}
+    assert job["lane"] == "g"
+    fields = job["score_fields"]
+    assert fields["tier"] == 1
+    assert fields["score"] == job["score"] == encode(1, fields["counter"])
+    assert fields["tier_bits"] == [32, 52] and fields["counter_bits"] == [0, 31]
+    assert len(fields["bits"]) == 53 and int(fields["bits"], 2) == job["score"]
+
+    missing = d.http.get(f"/api/queues/{sq.name}/jobs/job_01jzzzzzzzzzzzzzzzzzzzzzzz")
+    assert missing.status_code in (400, 404)
+    bad_state = d.http.get(f"/api/queues/{sq.name}/jobs", params={"state": "lost"})
+    assert bad_state.status_code == 400 and "lost" in bad_state.json()["error"]
+    bad_count = d.http.get(f"/api/queues/{sq.name}/jobs", params={"count": "0"})
+    assert bad_count.status_code == 400
+
+
+def test_dead_job_shows_error_and_traceback(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    [dead_id] = make_dead(sq, 1, error="smtp 550")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    rows = d.http.get(f"/api/queues/{sq.name}/jobs", params={"state": "dead"}).json()["jobs"]
+    assert [(r["id"], r["error"]) for r in rows] == [(dead_id, "smtp 550")]
+    job = d.http.get(f"/api/queues/{sq.name}/jobs/{dead_id}").json()
+    assert job["state"] == "dead"
+    assert "ValueError: smtp 550" in job["traceback"]
+    assert job["claimed_at"] is not None
+
+
+def test_throughput_is_sampled(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    d = start_dashboard(backend_url, queues=[sq.name], interval=0.2)
+    sq.add("first")  # the queue exists before the first samples
+
+    def added_rate_seen() -> bool:
+        sq.add_many([{"name": "more"} for _ in range(20)])
+        points = d.http.get(f"/api/queues/{sq.name}").json()["throughput"]
+        return any(p["added"] > 0 for p in points)
+
+    wait_for(added_rate_seen, what="a throughput point with added > 0")
+
+
+def test_actions_are_refused_without_a_token(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    [dead_id] = make_dead(sq, 1)
+    d = start_dashboard(backend_url, queues=[sq.name])  # read-only
+    assert d.http.get("/api/info").json()["actions"] is False
+    base = f"/api/queues/{sq.name}"
+    for path, body in [
+        ("/weights", {"group": "g", "weight": 5}),
+        ("/pause", {}),
+        ("/dead/retry", {"ids": [dead_id]}),
+        ("/dead/purge", {"all": True}),
+    ]:
+        response = d.http.post(base + path, json=body, headers=AUTH)
+        assert response.status_code == 403, path
+        assert "without a token" in response.json()["error"]
+    assert sq.weights() == {}
+    assert not sq.stats().paused
+    assert [j.id for j in sq.dead()] == [dead_id]
+    refused = d.http.get("/api/audit").json()
+    assert len(refused) == 4 and all(e["outcome"].startswith("refused (403)") for e in refused)
+
+
+def test_actions_need_the_right_token_from_the_same_site(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    url = f"/api/queues/{sq.name}/weights"
+    body = {"group": "acme", "weight": 4}
+    assert d.http.post(url, json=body).status_code == 401
+    assert d.http.post(url, json=body, headers={"X-EchoMQ-Token": "wrong"}).status_code == 401
+    cross = d.http.post(url, json=body, headers={**AUTH, "Origin": "http://evil.example"})
+    assert cross.status_code == 403
+    fetch_site = d.http.post(url, json=body, headers={**AUTH, "Sec-Fetch-Site": "cross-site"})
+    assert fetch_site.status_code == 403
+    form = d.http.post(
+        url,
+        content=b"group=acme&weight=4",
+        headers={"X-EchoMQ-Token": TOKEN, "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert form.status_code == 415
+    assert sq.weights() == {}
+
+    ok = d.http.post(url, json=body, headers={**AUTH, "Origin": d.base})
+    assert ok.status_code == 200
+    assert ok.json() == {"group": "acme", "weight": 4, "was": 1}
+    assert sq.weights() == {"acme": 4}
+    bad = d.http.post(url, json={"group": "acme", "weight": 1001}, headers=AUTH)
+    assert bad.status_code == 400 and "1001" in bad.json()["error"]
+    assert d.http.post("/api/auth", json={}, headers=AUTH).status_code == 200
+
+    audit = d.http.get("/api/audit").json()
+    outcomes = [e["outcome"].split(":")[0] for e in audit if e["action"] == "set_weight"]
+    assert outcomes.count("ok") == 1 and len(outcomes) == 7
+
+
+def test_pause_resume_retry_and_purge_with_the_token(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    dead = make_dead(sq, 3)
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    base = f"/api/queues/{sq.name}"
+    assert d.http.post(base + "/pause", json={}, headers=AUTH).json() == {"paused": True}
+    assert sq.stats().paused
+    assert d.http.post(base + "/resume", json={}, headers=AUTH).status_code == 200
+    assert not sq.stats().paused
+
+    retried = d.http.post(base + "/dead/retry", json={"ids": [dead[0]]}, headers=AUTH).json()
+    assert retried == {"retried": [dead[0]]}
+    job = sq.get(dead[0])
+    assert job is not None and job.state == "waiting"
+    purged = d.http.post(base + "/dead/purge", json={"ids": [dead[1]]}, headers=AUTH).json()
+    assert purged == {"purged": [dead[1]]}
+    assert sq.get(dead[1]) is None
+    rest = d.http.post(base + "/dead/retry", json={"all": True}, headers=AUTH).json()
+    assert rest == {"retried": [dead[2]]}
+    empty = d.http.post(base + "/dead/purge", json={}, headers=AUTH)
+    assert empty.status_code == 400  # neither ids nor all: nothing is guessed
+    assert sq.stats().counts["dead"] == 0
+
+
+def test_metrics_in_prometheus_text_format(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    make_dead(sq, 1)
+    sq.add_many([{"name": "m", "group": "acme"} for _ in range(3)] + [{"name": "m"}])
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN, interval=0.2)
+    [job] = sq.claim(1)
+    sq.complete(job)
+
+    def histogram_count() -> float:
+        return samples(d.http.get("/metrics").text).get(
+            ("echomq_claim_latency_seconds_count", (("queue", sq.name),)), 0.0
+        )
+
+    wait_for(lambda: histogram_count() >= 2, what="sampled claim latencies")
+    response = d.http.get("/metrics")  # no token needed
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    got = samples(response.text)
+    q = ("queue", sq.name)
+    assert got[("echomq_jobs", (q, ("state", "waiting")))] == 3
+    assert got[("echomq_jobs", (q, ("state", "completed")))] == 1
+    assert got[("echomq_jobs", (q, ("state", "dead")))] == 1
+    assert got[("echomq_lane_backlog", (("lane", "acme"), q))] == 2
+    assert got[("echomq_lane_backlog", (("lane", "(default)"), q))] == 1
+    assert got[("echomq_added_total", (q,))] == 5
+    assert got[("echomq_completed_total", (q,))] == 1
+    assert got[("echomq_failed_total", (q,))] == 1
+    assert got[("echomq_claim_latency_seconds_bucket", (("le", "+Inf"), q))] >= 2
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition, keyed by name and sorted labels."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_score_endpoint_matches_the_codec(
+    start_dashboard: StartDashboard, backend_url: str
+) -> None:
+    d = start_dashboard(backend_url, queues=["unused"])
+    encoded = d.http.get("/api/score", params={"tier": 1, "counter": 999}).json()
+    assert encoded["score"] == 4_294_968_295 == encode(1, 999)
+    decoded = d.http.get("/api/score", params={"score": 8_589_934_593}).json()
+    assert (decoded["tier"], decoded["counter"]) == (2, 1)
+    too_big = d.http.get("/api/score", params={"tier": 2**21})
+    assert too_big.status_code == 400 and "2097152" in too_big.json()["error"]
+
+
+def test_page_security_headers_and_host_check(
+    start_dashboard: StartDashboard, backend_url: str
+) -> None:
+    d = start_dashboard(backend_url, queues=["unused"], allowed_hosts=["127.0.0.1"])
+    page = d.http.get("/")
+    assert page.status_code == 200 and "echomq" in page.text
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+    assert d.http.get("/static/app.js").status_code == 200
+    rebound = d.http.get("/api/info", headers={"Host": "evil.example"})
+    assert rebound.status_code == 400
+
+
+def test_the_server_url_is_shown_without_its_password() -> None:
+    assert redact("redis://user:s3cret@db:6379/0") == "redis://user:***@db:6379/0"
+    assert redact("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"

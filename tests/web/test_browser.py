@@ -1,0 +1,317 @@
+"""The page itself in headless Chromium (Debian's ``chromium``, driven by Playwright).
+
+Skipped with a reason when Playwright or a Chromium binary is missing; CI
+installs both (``apt-get install chromium``; never ``playwright install``).
+Runs on Valkey only: the API tests cover both backends. The last test keeps a
+screenshot in ``test-artifacts/dashboard.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from echomq import SyncQueue
+from echomq.score import encode
+from web.conftest import Dashboard, StartDashboard
+from web.webtools import TOKEN, make_dead, wait_for
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+
+CHROMIUM_ENV = "ECHOMQ_CHROMIUM"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1440, "height": 1000}
+UI_TIMEOUT_MS = 10_000
+
+pytestmark = pytest.mark.parametrize("backend", ["valkey"], indirect=True)
+
+
+def chromium_path() -> str | None:
+    """$ECHOMQ_CHROMIUM, else Debian's chromium on PATH."""
+    found = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium")
+    return found if found and os.access(found, os.X_OK) else None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no chromium binary (Debian: apt-get install chromium; or set ECHOMQ_CHROMIUM)")
+    with playwright_api.sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, start_dashboard: StartDashboard) -> Iterator[Any]:
+    """A fresh page; fails the test on any script error or console error it logged.
+
+    It depends on ``start_dashboard`` so that it closes before the dashboards stop.
+    """
+    context = browser.new_context(viewport=VIEWPORT)
+    opened = context.new_page()
+    opened.set_default_timeout(UI_TIMEOUT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    opened.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    yield opened
+    context.close()
+    unexpected = [e for e in errors if "status of 40" not in e]  # refused actions are 40x
+    assert unexpected == []
+
+
+def open_dashboard(
+    page: Any, d: Dashboard, queue: str, token: str | None = None, lanes: bool = True
+) -> None:
+    """Open the page on ``queue`` and wait for its first render (and its lanes)."""
+    fragment = f"#q={queue}" + (f"&token={token}" if token else "")
+    page.goto(d.base + "/" + fragment)
+    page.wait_for_selector("#queue-view", state="visible")
+    if lanes:
+        page.wait_for_selector("#lanes tbody tr")
+
+
+def seed_lanes(q: SyncQueue) -> None:
+    q.set_weight("acme", 3)
+    q.add_many(
+        [
+            {"name": "send", "group": g, "priority": p}
+            for g in ("acme", "globex", None)
+            for p in (0, 0, 1, 4)
+        ]
+    )
+
+
+def test_page_shows_the_queue_its_lanes_and_tiers_read_only(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    seed_lanes(sq)
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    assert page.locator("#queues tbody tr").count() == 1
+    assert page.text_content("#q-name") == sq.name
+    assert page.text_content('.card[data-state="waiting"] .value') == "12"
+    labels = page.locator("#lanes tbody tr").evaluate_all("rows => rows.map(r => r.dataset.lane)")
+    assert labels == ["acme", "globex", "(default)"]
+    assert page.text_content('#lanes tr[data-lane="acme"] .weight-value') == "3"
+    tiers = page.locator('#tiers .tier-lane[data-lane="globex"] .tier-row').evaluate_all(
+        "rows => rows.map(r => [Number(r.dataset.tier), Number(r.dataset.count)])"
+    )
+    assert tiers == [[0, 2], [1, 1], [4, 1]]
+    # read-only: no token form (none configured), every action button disabled
+    assert page.text_content("#mode") == "read-only (no token configured)"
+    assert page.is_hidden("#token-form")
+    assert page.locator("button.action:enabled").count() == 0
+    status = page.evaluate(
+        """async (q) => (await fetch(`/api/queues/${q}/pause`, {
+        method: "POST", headers: {"Content-Type": "application/json"}, body: "{}"})).status""",
+        sq.name,
+    )
+    assert status == 403
+    assert not sq.stats().paused
+
+
+def test_change_a_weight_with_the_token(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    seed_lanes(sq)
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name, token=TOKEN)
+    page.wait_for_selector("body.unlocked")
+    assert page.url.endswith(f"#q={sq.name}")  # the token left the address bar
+    page.fill('input[data-weight-for="globex"]', "5")
+    page.click('button[data-set-weight="globex"]')
+    wait_for(lambda: sq.weights().get("globex") == 5, what="weight 5 on the server")
+    page.click("#lock")
+    page.wait_for_function(
+        """() => document.querySelector('#lanes tr[data-lane="globex"] .weight-value')
+                 .textContent === "5" """
+    )
+    page.wait_for_selector('#audit td:text-is("set_weight")')
+
+
+def test_retry_a_dead_job_after_unlocking(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    dead = make_dead(sq, 2, error="smtp 550 mailbox unavailable")
+    sq.add("keeps-the-ring-busy")
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name)
+    page.wait_for_selector(f'#dead tr[data-job-id="{dead[0]}"]')
+    assert page.is_disabled(f'button[data-retry="{dead[0]}"]')
+    page.fill("#token-input", "not-the-token")
+    page.click("#token-form button")
+    page.wait_for_selector('#banner:has-text("unlock refused")')
+    assert page.text_content("#mode") == "read-only"
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button")
+    page.wait_for_selector("body.unlocked")
+    page.click(f'button[data-retry="{dead[0]}"]')
+    page.wait_for_selector(f'#dead tr[data-job-id="{dead[0]}"]', state="detached")
+    job = sq.get(dead[0])
+    assert job is not None and job.state == "waiting"
+    assert [j.id for j in sq.dead()] == [dead[1]]
+
+
+def test_inspector_draws_the_score_as_tier_and_counter_bits(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    job_id = sq.add("render", {"page": 7}, priority=5)
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.click(f'#jobs tr[data-job-id="{job_id}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{job_id}"]')
+    job = sq.get(job_id)
+    assert job is not None
+    assert page.locator("#inspector .bit").count() == 53
+    assert page.locator("#inspector .bit.tier").count() == 21
+    tier_bits = "".join(page.locator("#inspector .bit.tier").all_text_contents())
+    counter_bits = "".join(page.locator("#inspector .bit.counter").all_text_contents())
+    assert int(tier_bits, 2) == 5 and (5 << 32) + int(counter_bits, 2) == job.score
+    assert '"page": 7' in page.text_content("#inspector pre")
+
+
+def test_score_explorer_and_the_two_job_comparison(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.add("x")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.fill("#ex-tier", "2")
+    page.fill("#ex-counter", "7")
+    assert page.get_attribute("#ex-score", "data-score") == str(encode(2, 7))
+    page.fill("#ex-tier", str(2**21 - 1))
+    page.fill("#ex-counter", str(2**32 - 1))
+    assert page.get_attribute("#ex-score", "data-score") == str(encode(2**21 - 1, 2**32 - 1))
+    page.hover('#ex-bits .bit[data-bit="40"]')
+    assert page.get_attribute("#explorer", "data-hl") == "tier"
+    assert "Bit 40" in page.text_content("#ex-hover")
+    page.hover('#ex-bits .bit[data-bit="3"]')
+    assert page.get_attribute("#explorer", "data-hl") == "counter"
+    page.fill("#ex-tier-range", "500")  # the slider (log scale) drives the number field
+    assert int(page.input_value("#ex-tier")) == round(2**10.5) - 1
+    page.fill("#ex-tier", "1")
+    page.fill("#ex-counter", "999")
+    assert page.get_attribute("#ex-score", "data-score") == "4294968295"
+    assert page.get_attribute("#cmp-verdict", "data-first") == "A"  # tier 1 beats tier 2
+    page.fill("#cmp-b-tier", "1")
+    page.fill("#cmp-b-counter", "5")
+    assert page.get_attribute("#cmp-verdict", "data-first") == "B"  # same tier, earlier
+    assert "arrived first" in page.text_content("#cmp-verdict")
+
+
+class Load:
+    """A producer and a consumer thread on one queue, for a bounded time."""
+
+    def __init__(self, url: str, queue: str, seconds: float) -> None:
+        self.url, self.queue, self.seconds = url, queue, seconds
+        self.stop = threading.Event()
+        self.added = self.completed = 0
+        self.threads = [
+            threading.Thread(target=self._produce),
+            threading.Thread(target=self._consume),
+        ]
+
+    def __enter__(self) -> Load:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=10)
+
+    def _running(self, started: float) -> bool:
+        return not self.stop.is_set() and time.monotonic() - started < self.seconds
+
+    def _produce(self) -> None:
+        q, started = SyncQueue(self.queue, self.url), time.monotonic()
+        try:
+            while self._running(started):
+                groups = ("acme", "globex", "initech", None)
+                q.add_many(
+                    [
+                        {"name": "work", "group": groups[i % 4], "priority": i % 3}
+                        for i in range(100)
+                    ]
+                )
+                self.added += 100
+        finally:
+            q.close()
+
+    def _consume(self) -> None:
+        q, started = SyncQueue(self.queue, self.url), time.monotonic()
+        try:
+            while self._running(started):
+                jobs = q.claim(80)
+                if jobs:
+                    q.complete_many([(j, None) for j in jobs])
+                    self.completed += len(jobs)
+        finally:
+            q.close()
+
+
+def test_live_updates_under_load_and_keep_a_screenshot(
+    page: Any,
+    start_dashboard: StartDashboard,
+    backend_url: str,
+    sq: SyncQueue,
+    request: pytest.FixtureRequest,
+) -> None:
+    sq.set_weight("acme", 3)
+    sq.set_weight("globex", 2)
+    make_dead(sq, 3, error="smtp 550 mailbox unavailable")
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN, interval=0.3)
+    open_dashboard(page, d, sq.name, token=TOKEN, lanes=False)
+    seen: list[int] = []
+
+    def completed_total() -> int:  # the card is capped by retention; the total is not
+        return int(page.get_attribute("#totals", "data-completed") or 0)
+
+    with Load(backend_url, sq.name, seconds=12.0) as load:
+
+        def page_moved() -> bool:
+            value = completed_total()
+            if not seen or value != seen[-1]:
+                seen.append(value)
+            return len(seen) >= 4
+
+        wait_for(page_moved, timeout=10.0, what="the page to update while under load")
+        latency = timed_get(d, f"/api/queues/{sq.name}")
+    assert seen == sorted(seen) and seen[-1] > seen[0]
+    assert load.completed > 0 and latency < 2.0
+    page.wait_for_function(
+        "() => !document.querySelector('#rate-now').textContent.startsWith('collecting')"
+    )
+    first_dead = sq.dead()[0].id
+    page.click(f'#dead tr[data-job-id="{first_dead}"] td.clickable')
+    page.wait_for_selector(f'#inspector[data-job-id="{first_dead}"]')
+    page.hover('#ex-bits .bit[data-bit="44"]')
+    page.evaluate("window.scrollTo(0, 0)")
+    artifacts = Path(request.config.rootpath) / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True)
+    assert (artifacts / "dashboard.png").stat().st_size > 10_000
+
+
+def timed_get(d: Dashboard, path: str) -> float:
+    started = time.monotonic()
+    assert d.http.get(path).status_code == 200
+    return time.monotonic() - started
