@@ -13,6 +13,7 @@ from echomq.errors import (
     InvalidWeight,
     JobNotFound,
     LeaseLost,
+    NotReplicated,
     OrderingMismatch,
     PayloadError,
     ServerError,
@@ -21,6 +22,7 @@ from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.queue import Queue
 from echomq.sync import SyncQueue
+from echomq.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -40,6 +42,7 @@ __all__ = [
     "LaneInfo",
     "LeaseLost",
     "MaintenanceReport",
+    "NotReplicated",
     "OrderingMismatch",
     "PayloadError",
     "Queue",
@@ -47,5 +50,6 @@ __all__ = [
     "ServerError",
     "State",
     "SyncQueue",
+    "Worker",
     "__version__",
 ]

@@ -6,6 +6,7 @@ short field names stored on the server to the attributes of :class:`Job`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -13,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from echomq.errors import PayloadError
+from echomq.errors import EchoMQError, PayloadError
 from echomq.keys import group_of
 
 DEFAULT_MAX_PAYLOAD = 512 * 1024
@@ -53,6 +54,10 @@ def _int(raw: str | None, default: int = 0) -> int:
     return default if raw is None or raw == "" else int(raw)
 
 
+#: how a worker stores a handler's progress report (Job.set_progress)
+ProgressSink = Callable[["Job", Any], Awaitable[None]]
+
+
 @dataclass(slots=True)
 class Job:
     """One job as read from the server. A claimed job also carries its lease."""
@@ -79,6 +84,20 @@ class Job:
     lease_deadline: datetime | None = None
     claimed_at: datetime | None = None  # server time of the latest claim
     extra: dict[str, str] = field(default_factory=dict, repr=False)
+    # set by the worker while a handler runs this job (see set_progress)
+    _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
+
+    def set_progress(self, value: Any) -> Awaitable[None]:
+        """Report progress from inside a handler; ``get(id).progress`` shows it.
+
+        An async handler awaits it (``await job.set_progress({"done": 3})``); a
+        sync handler, which runs in a worker thread, calls it plainly and it
+        returns once the value is stored. Only the lease holder can report:
+        LeaseLost once the lease is gone; outside a worker's handler it raises.
+        """
+        if self._progress_sink is None:
+            raise EchoMQError(f"job {self.id}: set_progress works only inside a worker's handler")
+        return self._progress_sink(self, value)
 
     @property
     def lease(self) -> tuple[str, datetime | None] | None:

@@ -7,10 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from echomq import connection
+from echomq import connection, replication
 from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.errors import EchoMQError
 from echomq.job import Job, State
@@ -23,7 +22,9 @@ class Queue:
     """A named queue on Valkey or Redis (asyncio).
 
     ``url=None`` uses ``ECHOMQ_URL``, else the embedded Valkey. Pass ``client``
-    to share an existing ``redis.asyncio`` client (``decode_responses=True``).
+    to share an existing ``redis.asyncio`` client or cluster client
+    (``decode_responses=True``). ``durable=True`` makes every add return only
+    once a replica acknowledged it (``WAIT 1``, see echomq.replication).
     """
 
     def __init__(
@@ -32,7 +33,9 @@ class Queue:
         url: str | None = None,
         *,
         ordering: Ordering = "composite",
-        client: aioredis.Redis | None = None,
+        client: connection.AsyncClient | None = None,
+        durable: bool = False,
+        durable_timeout: float = replication.DEFAULT_TIMEOUT,
         max_stalls: int = 1,
         max_attempts: int = 3,
         backoff: Backoff | None = None,
@@ -56,6 +59,8 @@ class Queue:
         self.engine = Engine(name, options)
         self.name = name
         self.url = url
+        self.durable = durable
+        self.durable_timeout = replication.check_timeout(durable_timeout)
         self._client = client
         self._owns_client = client is None
 
@@ -63,16 +68,20 @@ class Queue:
     def options(self) -> QueueOptions:
         return self.engine.options
 
-    async def client(self) -> aioredis.Redis:
+    async def client(self) -> connection.AsyncClient:
         """The redis client, connecting (and starting the embedded server) on first use."""
         if self._client is None:
-            self._client = await asyncio.to_thread(connection.async_client, self.url)
+            made = await asyncio.to_thread(connection.async_client, self.url)
+            if self._client is None:
+                self._client = made
+            else:  # another task's first use won the race; keep one pool
+                await made.aclose()
         return self._client
 
     async def _send(self, call: Call[T]) -> T:
         client = await self.client()
         if call.script is None:
-            reply = await client.execute_command(*call.command)  # type: ignore[no-untyped-call]
+            reply = await client.execute_command(*call.command)
         else:
             s = call.script
             try:
@@ -80,6 +89,14 @@ class Queue:
             except NoScriptError:
                 reply = await client.eval(s.source, len(call.keys), *call.keys, *call.args)
         return call.parse(reply)
+
+    async def _send_add(self, call: Call[list[str]], durable: bool | None) -> list[str]:
+        """Send an add; a durable one also waits for a replica (NotReplicated if none acked)."""
+        if not (self.durable if durable is None else durable):
+            return await self._send(call)
+        client = await self.client()
+        reply, acked = await replication.send_and_wait(client, call, self.durable_timeout)
+        return replication.checked(call.parse(reply), acked, self.durable_timeout)
 
     async def add(
         self,
@@ -92,8 +109,11 @@ class Queue:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         key: str | None = None,
+        durable: bool | None = None,
     ) -> str:
-        """Add one job; returns its id (or the id of the live job holding ``key``)."""
+        """Add one job; returns its id (or the id of the live job holding ``key``).
+
+        ``durable`` (default: the queue's) waits for a replica before returning."""
         job = self.engine.new_job(
             name,
             data,
@@ -104,11 +124,13 @@ class Queue:
             max_attempts=max_attempts,
             key=key,
         )
-        return (await self._send(self.engine.add_jobs([job])))[0]
+        return (await self._send_add(self.engine.add_jobs([job]), durable))[0]
 
-    async def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
+    async def add_many(
+        self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
+    ) -> list[str]:
         """Add many jobs in one round trip; each item has ``name`` and add's keywords."""
-        return await self._send(self.engine.add_many(items))
+        return await self._send_add(self.engine.add_many(items), durable)
 
     async def claim(self, n: int = 1, lease: float = 30.0) -> list[Job]:
         """Lease up to ``n`` jobs in rotation order; never blocks, may return []."""

@@ -6,10 +6,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-import redis
 from redis.exceptions import NoScriptError
 
-from echomq import connection
+from echomq import connection, replication
 from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.errors import EchoMQError
 from echomq.job import Job, State
@@ -19,7 +18,10 @@ T = TypeVar("T")
 
 
 class SyncQueue:
-    """A named queue on Valkey or Redis (blocking). Same methods as Queue, no await."""
+    """A named queue on Valkey or Redis (blocking). Same methods as Queue, no await.
+
+    ``client`` may be a ``redis.Redis`` or ``redis.cluster.RedisCluster``;
+    ``durable=True`` makes adds wait for a replica (see echomq.replication)."""
 
     def __init__(
         self,
@@ -27,7 +29,9 @@ class SyncQueue:
         url: str | None = None,
         *,
         ordering: Ordering = "composite",
-        client: redis.Redis | None = None,
+        client: connection.SyncClient | None = None,
+        durable: bool = False,
+        durable_timeout: float = replication.DEFAULT_TIMEOUT,
         max_stalls: int = 1,
         max_attempts: int = 3,
         backoff: Backoff | None = None,
@@ -51,6 +55,8 @@ class SyncQueue:
         self.engine = Engine(name, options)
         self.name = name
         self.url = url
+        self.durable = durable
+        self.durable_timeout = replication.check_timeout(durable_timeout)
         self._client = client
         self._owns_client = client is None
 
@@ -58,7 +64,7 @@ class SyncQueue:
     def options(self) -> QueueOptions:
         return self.engine.options
 
-    def client(self) -> redis.Redis:
+    def client(self) -> connection.SyncClient:
         if self._client is None:
             self._client = connection.sync_client(self.url)
         return self._client
@@ -75,6 +81,12 @@ class SyncQueue:
                 reply = client.eval(s.source, len(call.keys), *call.keys, *call.args)
         return call.parse(reply)
 
+    def _send_add(self, call: Call[list[str]], durable: bool | None) -> list[str]:
+        if not (self.durable if durable is None else durable):
+            return self._send(call)
+        reply, acked = replication.send_and_wait_sync(self.client(), call, self.durable_timeout)
+        return replication.checked(call.parse(reply), acked, self.durable_timeout)
+
     def add(
         self,
         name: str,
@@ -86,6 +98,7 @@ class SyncQueue:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         key: str | None = None,
+        durable: bool | None = None,
     ) -> str:
         job = self.engine.new_job(
             name,
@@ -97,10 +110,12 @@ class SyncQueue:
             max_attempts=max_attempts,
             key=key,
         )
-        return self._send(self.engine.add_jobs([job]))[0]
+        return self._send_add(self.engine.add_jobs([job]), durable)[0]
 
-    def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
-        return self._send(self.engine.add_many(items))
+    def add_many(
+        self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
+    ) -> list[str]:
+        return self._send_add(self.engine.add_many(items), durable)
 
     def claim(self, n: int = 1, lease: float = 30.0) -> list[Job]:
         return self._send(self.engine.claim(n, lease))

@@ -9,7 +9,9 @@
 --             idempotency key ("" = none)
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
---          idempotency key is still alive), or
+--          idempotency key is still alive; a job whose id exists already is
+--          left as it is: a client's retry after a lost reply, e.g. in a
+--          failover, must not add or reset it twice), or
 --          E_ORDERING (-3) if the queue exists with the other ordering.
 -- @include fixed
 -- @include keys
@@ -35,6 +37,7 @@ for i = 8, #ARGV, 9 do
     existing = redis.call("GET", idem_key(key))
     if existing and redis.call("EXISTS", job_key(existing)) == 0 then existing = nil end
   end
+  if not existing and redis.call("EXISTS", job_key(id)) == 1 then existing = id end
   if existing then
     ids[#ids + 1] = existing
   else

@@ -36,7 +36,7 @@ from echomq.score import encode
 from echomq.web import metrics, views
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog
 from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
-from echomq.web.registry import QueueRegistry
+from echomq.web.registry import QueueRegistry, gather_bounded
 from echomq.web.sampler import Throughput
 
 #: most lanes and tiers the queue view reads per refresh.
@@ -122,7 +122,7 @@ async def info(request: Request) -> Response:
 async def list_queues(request: Request) -> Response:
     d = dashboard_of(request)
     queues = [await d.registry.get(name) for name in d.registry.names()]
-    all_stats = await asyncio.gather(*(q.stats(lane_limit=1) for q in queues))
+    all_stats = await gather_bounded([q.stats(lane_limit=1) for q in queues])
     return JSONResponse([views.queue_summary(s, d.throughput.rates(s.queue)) for s in all_stats])
 
 
@@ -189,7 +189,7 @@ async def audit(request: Request) -> Response:
 async def prometheus(request: Request) -> Response:
     d = dashboard_of(request)
     queues = [await d.registry.get(name) for name in d.registry.names()]
-    snapshot = await asyncio.gather(*(q.stats(lane_limit=LANE_LIMIT) for q in queues))
+    snapshot = await gather_bounded([q.stats(lane_limit=LANE_LIMIT) for q in queues])
     body = metrics.render(snapshot, d.latency)
     return Response(
         body,

@@ -15,9 +15,10 @@ so it never waits for the walk.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
@@ -25,6 +26,8 @@ from echomq.connection import AsyncClient
 from echomq.errors import JobNotFound
 from echomq.keys import META_PATTERN, QueueKeys, check_name, queue_of_meta
 from echomq.queue import Queue
+
+T = TypeVar("T")
 
 #: keys asked for per SCAN call, and most SCAN calls per round (≈ 1M keys).
 SCAN_COUNT = 1000
@@ -115,3 +118,20 @@ class QueueRegistry:
         if queue is None:
             queue = self._queues[name] = Queue(name, client=self.client)
         return queue
+
+
+#: most queue reads one dashboard request or sampling tick runs at once; the
+#: client's connection pool (100 by default) must never be exhausted however
+#: many queues the server holds.
+FAN_OUT = 16
+
+
+async def gather_bounded(calls: Sequence[Awaitable[T]], limit: int = FAN_OUT) -> list[T]:
+    """``asyncio.gather`` with at most ``limit`` of the awaitables running at once."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[T]) -> T:
+        async with gate:
+            return await call
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.web.metrics import ClaimLatency
-from echomq.web.registry import QueueRegistry
+from echomq.web.registry import QueueRegistry, gather_bounded
 
 log = logging.getLogger("echomq.web")
 
@@ -96,7 +96,7 @@ class Sampler:
         await self.registry.refresh(if_older_than=self.registry.rescan)
         names = self.registry.names()
         self.throughput.forget_others(names)
-        await asyncio.gather(*(self._sample(name) for name in names))
+        await gather_bounded([self._sample(name) for name in names])
         self.ticks += 1
 
     async def _sample(self, name: str) -> None:

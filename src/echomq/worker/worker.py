@@ -1,0 +1,366 @@
+"""The Worker: claims jobs, runs their handlers, and shuts down gracefully.
+
+One ``run()`` is a session of four cooperating parts:
+
+- the fetch loop (:mod:`.fetcher`): claims batches sized to the free slots
+  and sleeps on the queue's doorbell when there is no work;
+- one :class:`~echomq.worker.executor.Execution` per claimed job;
+- the heartbeat (:mod:`.leases`): renews all in-flight leases in one call;
+- maintenance (:mod:`echomq.maintenance`): promote, reap, prune.
+
+Shutdown (SIGINT/SIGTERM or ``stop()``): stop claiming, let running jobs
+finish for up to ``grace`` seconds (their leases still renewed), then cancel
+the rest and release their leases, so other workers can claim them at once
+instead of waiting for the leases to expire. A second signal (or
+``stop(immediate=True)``) skips what is left of the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Awaitable, Mapping
+from typing import TypeVar
+
+from echomq.errors import InvalidOption, JobNotFound, LeaseLost
+from echomq.job import Job
+from echomq.maintenance import Maintenance
+from echomq.options import MAX_CLAIM, MAX_LEASE, check_int, check_seconds
+from echomq.queue import Queue
+from echomq.worker.completions import CompletionBatcher
+from echomq.worker.executor import (
+    CANCEL_GRACE,
+    Execution,
+    Handler,
+    Hook,
+    Hooks,
+    Runtime,
+    is_async_handler,
+)
+from echomq.worker.fetcher import Fetcher
+from echomq.worker.leases import Heartbeat
+from echomq.worker.resilience import TRANSIENT, Pauses
+from echomq.worker.threads import DaemonThreads
+
+T = TypeVar("T")
+log = logging.getLogger("echomq.worker")
+
+#: the longest time spent releasing unfinished jobs' leases at shutdown.
+RELEASE_TIMEOUT = 5.0
+#: default maintenance period: the lease, but at most this many seconds.
+MAX_DEFAULT_MAINTENANCE = 5.0
+
+
+class Worker:
+    """Runs the jobs of one queue with async or sync handlers (DESIGN §6).
+
+    ``handlers`` maps job names to callables taking a :class:`Job`; ``async
+    def`` handlers run on the event loop, others on threads. A handler's
+    return value is the job's result; an exception fails the attempt (retried
+    with the queue's backoff until ``max_attempts``, then dead, with its
+    traceback kept). A job whose name has no handler is dead at once.
+
+    ``lease`` seconds is the lease of each claimed job, renewed every
+    ``heartbeat`` seconds (default lease/3) while its handler runs;
+    ``timeout`` (default none) bounds each handler; ``grace`` is how long
+    shutdown waits for running jobs before releasing them;
+    ``maintenance_interval`` (default min(lease, 5 s)) is how often the worker
+    promotes due jobs, returns expired leases and prunes.
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        handlers: Mapping[str, Handler],
+        *,
+        concurrency: int = 10,
+        lease: float = 30.0,
+        timeout: float | None = None,
+        grace: float = 10.0,
+        heartbeat: float | None = None,
+        on_completed: Hook | None = None,
+        on_failed: Hook | None = None,
+        on_retried: Hook | None = None,
+        on_dead: Hook | None = None,
+        on_stalled: Hook | None = None,
+        maintenance_interval: float | None = None,
+    ) -> None:
+        self.queue = queue
+        self.handlers = _check_handlers(handlers)
+        self.concurrency = check_int("concurrency", concurrency, 1, MAX_CLAIM)
+        self.lease = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
+        self.timeout = (
+            None
+            if timeout is None
+            else check_seconds("timeout", timeout, 0.0, MAX_LEASE, open_low=True)
+        )
+        self.grace = check_seconds("grace", grace, 0.0, MAX_LEASE, open_low=False)
+        self.heartbeat = (
+            self.lease / 3
+            if heartbeat is None
+            else check_seconds("heartbeat", heartbeat, 0.0, self.lease, open_low=True)
+        )
+        self.maintenance_interval = (
+            min(self.lease, MAX_DEFAULT_MAINTENANCE)
+            if maintenance_interval is None
+            else check_seconds(
+                "maintenance_interval", maintenance_interval, 0.0, self.lease, open_low=True
+            )
+        )
+        self.hooks = Hooks(on_completed, on_failed, on_retried, on_dead, on_stalled)
+        self._session: _Session | None = None
+        self._stop_early: bool | None = None  # stop() before run(): None, or immediate?
+
+    @property
+    def running(self) -> bool:
+        return self._session is not None
+
+    @property
+    def idle(self) -> bool:
+        """True while the worker is blocked on the doorbell, waiting for work."""
+        return self._session is not None and self._session.fetcher.idle
+
+    @property
+    def in_flight(self) -> int:
+        """How many jobs this worker holds right now."""
+        return 0 if self._session is None else len(self._session.executions)
+
+    def stop(self, *, immediate: bool = False) -> None:
+        """Ask ``run()`` to stop: gracefully, or ``immediate`` (skip the grace period).
+
+        Safe to call from any thread; before ``run()`` starts, the next run
+        stops as soon as it has started.
+        """
+        session = self._session
+        if session is None:
+            self._stop_early = immediate or bool(self._stop_early)
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is session.loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            session.request_stop(immediate)
+        else:
+            session.loop.call_soon_threadsafe(session.request_stop, immediate)
+
+    async def run(self, *, install_signals: bool = True) -> None:
+        """Serve the queue until stopped (SIGINT/SIGTERM when ``install_signals``, or stop())."""
+        if self._session is not None:
+            raise RuntimeError("this Worker is already running")
+        loop = asyncio.get_running_loop()
+        await self.queue.client()  # connect (and maybe start the embedded server) first
+        session = self._session = _Session(self, loop)
+        if self._stop_early is not None:
+            session.request_stop(self._stop_early)
+            self._stop_early = None
+        signals = self._install_signals(loop) if install_signals else []
+        log.info(
+            "worker on queue %s: concurrency %d, lease %.1f s, handlers %s",
+            self.queue.name,
+            self.concurrency,
+            self.lease,
+            ", ".join(sorted(self.handlers)),
+        )
+        try:
+            await session.serve()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+            self._session = None
+        log.info("worker on queue %s stopped", self.queue.name)
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
+        if threading.current_thread() is not threading.main_thread():
+            log.debug("not in the main thread: no signal handlers installed")
+            return []
+        installed: list[int] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                installed.append(sig)
+        return installed
+
+    def _on_signal(self, sig: int) -> None:
+        session = self._session
+        again = session is not None and session.stopping.is_set()
+        log.warning(
+            "%s: %s",
+            signal.Signals(sig).name,
+            "stopping at once" if again else "stopping (send again to stop at once)",
+        )
+        self.stop(immediate=again)
+
+
+def _check_handlers(handlers: Mapping[str, Handler]) -> dict[str, Handler]:
+    if not isinstance(handlers, Mapping) or not handlers:
+        raise InvalidOption("handlers must be a non-empty mapping of job name -> callable")
+    for name, handler in handlers.items():
+        if not isinstance(name, str) or not callable(handler):
+            raise InvalidOption(
+                f"handler for {name!r} must be a callable keyed by a job name "
+                f"string, got {handler!r}"
+            )
+    return dict(handlers)
+
+
+class _Session:
+    """One call of ``Worker.run``: the jobs it holds and the loops that serve them."""
+
+    def __init__(self, worker: Worker, loop: asyncio.AbstractEventLoop) -> None:
+        self.worker = worker
+        self.loop = loop
+        self.stopping = asyncio.Event()
+        self.immediate = asyncio.Event()
+        self.executions: dict[str, Execution] = {}
+        self.slot_freed = asyncio.Event()
+        queue = worker.queue
+        self.maintenance = Maintenance(queue, worker.maintenance_interval)
+        self.fetcher = Fetcher(queue, lease=worker.lease, maintenance=self.maintenance)
+        self.heartbeat = Heartbeat(
+            queue, lease=worker.lease, interval=worker.heartbeat, on_lost=self._lease_lost
+        )
+        self.threads = DaemonThreads(keep=worker.concurrency)
+        self.completions = CompletionBatcher(queue)
+        self.runtime = Runtime(
+            queue,
+            worker.handlers,
+            worker.timeout,
+            worker.lease,
+            {name: is_async_handler(h) for name, h in worker.handlers.items()},
+            worker.hooks,
+            self.heartbeat,
+            self.completions,
+            self.threads,
+            loop,
+        )
+
+    def request_stop(self, immediate: bool) -> None:
+        self.stopping.set()
+        if immediate:
+            self.immediate.set()
+
+    async def serve(self) -> None:
+        background = [
+            self.loop.create_task(self.heartbeat.run(), name="echomq-heartbeat"),
+            self.loop.create_task(self.maintenance.run_periodically(), name="echomq-maintenance"),
+        ]
+        try:
+            await self._serve_until_stopped()
+        except asyncio.CancelledError:  # run() itself was cancelled: an immediate stop
+            await self._abandon(list(self.executions.values()))
+            raise
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.wait(background, timeout=CANCEL_GRACE)  # bounded, whatever they do
+            await self.completions.close()
+            self.threads.close()
+
+    async def _serve_until_stopped(self) -> None:
+        try:
+            await self._fetch_until_stopped()
+        except Exception:  # not a server hiccup (those are retried): stop, but cleanly
+            log.exception("queue %s: claiming failed; the worker stops", self.worker.queue.name)
+            self.request_stop(immediate=False)
+            await self._drain()
+            raise
+        await self._drain()
+
+    # -- fetching ------------------------------------------------------------
+    async def _fetch_until_stopped(self) -> None:
+        pauses = Pauses()
+        while not self.stopping.is_set():
+            try:
+                await self._fetch_once()
+                pauses.reset()
+            except TRANSIENT as exc:
+                pause = pauses.next()
+                log.warning("queue %s: %s; retrying in %.2f s", self.worker.queue.name, exc, pause)
+                await _until(asyncio.sleep(pause), self.stopping)
+
+    async def _fetch_once(self) -> None:
+        free = self.worker.concurrency - len(self.executions)
+        if free <= 0:
+            self.slot_freed.clear()
+            await _until(self.slot_freed.wait(), self.stopping)
+            return
+        # a claim is not interrupted by a graceful stop: its jobs would be leased
+        # to nobody until their leases expired
+        jobs = await _until(self.fetcher.claim(free), self.immediate)
+        for job in jobs or ():
+            self._start(job)
+        if jobs is not None and len(jobs) < free:
+            await _until(self.fetcher.wait_for_work(), self.stopping)
+
+    def _start(self, job: Job) -> None:
+        execution = Execution(self.runtime, job)
+        self.executions[job.id] = execution
+        execution.task.add_done_callback(lambda task: self._finished(job.id, task))
+
+    def _finished(self, job_id: str, task: asyncio.Task[None]) -> None:
+        self.executions.pop(job_id, None)
+        self.slot_freed.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("job %s: unexpected error in the worker", job_id, exc_info=task.exception())
+
+    def _lease_lost(self, job: Job) -> None:
+        execution = self.executions.get(job.id)
+        if execution is not None:
+            execution.lose_lease()
+
+    # -- shutting down -------------------------------------------------------
+    async def _drain(self) -> None:
+        tasks = [e.task for e in self.executions.values()]
+        if tasks and not self.immediate.is_set():
+            log.info("waiting up to %.1f s for %d running job(s)", self.worker.grace, len(tasks))
+            await _until(asyncio.wait(tasks, timeout=self.worker.grace), self.immediate)
+        await self._abandon([e for e in self.executions.values() if not e.task.done()])
+
+    async def _abandon(self, left: list[Execution]) -> None:
+        """Cancel unfinished jobs and release their leases: claimable again at once."""
+        if not left:
+            return
+        log.warning(
+            "releasing %d unfinished job(s): %s", len(left), ", ".join(e.job.id for e in left)
+        )
+        for execution in left:
+            execution.abandon()
+        releasing = asyncio.ensure_future(asyncio.gather(*(self._release(e.job) for e in left)))
+        _, late = await asyncio.wait({releasing}, timeout=RELEASE_TIMEOUT)
+        if late:
+            releasing.cancel()
+            log.warning("releasing timed out; those jobs return when their leases expire")
+        await asyncio.wait([e.task for e in left], timeout=CANCEL_GRACE)
+
+    async def _release(self, job: Job) -> None:
+        try:
+            await self.worker.queue.release(job)
+        except (LeaseLost, JobNotFound):
+            pass  # finished, expired or removed meanwhile: nothing to give back
+        except TRANSIENT as exc:
+            log.warning("job %s not released (%s): it returns when its lease expires", job.id, exc)
+
+
+async def _until(aw: Awaitable[T], event: asyncio.Event) -> T | None:
+    """Await ``aw`` unless ``event`` is set first (then cancel it and return None)."""
+    task = asyncio.ensure_future(aw)
+    if event.is_set():
+        task.cancel()
+    else:
+        waiter = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not task.done():
+                task.cancel()
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if task.cancelled() and event.is_set():
+            return None
+        raise
