@@ -255,6 +255,9 @@ class EmbeddedServer:
             "appendonly": "yes",
             "appendfsync": "everysec",
             "save": '""',  # the AOF is the persistence; no extra RDB snapshots
+            # job hashes with payloads up to 1 KiB stay in the compact listpack
+            # encoding (about half the memory per waiting job; benchmarks/RESULTS.md)
+            "hash-max-listpack-value": "1024",
         }
         lines = ["# written by echomq before each start; edits are overwritten"]
         lines += [f"{name} {value}" for name, value in settings.items()]

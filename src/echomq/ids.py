@@ -31,6 +31,17 @@ class _Minter:
         self._lock = threading.Lock()
         self._last_ms = -1
         self._seq = 0
+        self._pool = b""
+        self._offset = 0
+
+    def _random_62(self) -> int:
+        """62 random bits from a pooled os.urandom read (one system call per 512 ids)."""
+        with self._lock:
+            if self._offset >= len(self._pool):
+                self._pool, self._offset = os.urandom(4096), 0
+            chunk = self._pool[self._offset : self._offset + 8]
+            self._offset += 8
+        return int.from_bytes(chunk, "big") & ((1 << 62) - 1)
 
     def next_int(self) -> int:
         with self._lock:
@@ -44,19 +55,20 @@ class _Minter:
                     self._last_ms += 1
                     self._seq = 0
             ms, seq = self._last_ms, self._seq
-        rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        rand_b = self._random_62()
         return (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand_b
 
 
 _minter = _Minter()
 
 
+# two base32 digits (10 bits) per table lookup: 13 lookups per id
+_PAIRS = [a + b for a in ALPHABET for b in ALPHABET]
+
+
 def _encode(value: int) -> str:
-    chars = []
-    for _ in range(BODY_LENGTH):
-        chars.append(ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    pairs = _PAIRS
+    return "".join([pairs[(value >> shift) & 0x3FF] for shift in range(120, -1, -10)])
 
 
 def new_id() -> str:

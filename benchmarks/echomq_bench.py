@@ -1,0 +1,414 @@
+"""echomq in the common protocol (driver.py), plus the measurements only echomq gets.
+
+Roles (``python -m echomq_bench ROLE`` from the benchmarks directory):
+
+- ``producer`` / ``worker``: the protocol every system goes through.
+- ``extras``: echomq-only figures: claim cost at a backlog of 10^3 vs 10^6
+  jobs and with 1 vs 10^5 lanes, add cost at a 10^6 backlog vs an empty
+  queue, idle latency from add to handler start, server memory per waiting
+  job, ``ordering="mint"`` vs ``"composite"``, and the server CPU of the whole
+  lifecycle when batched.
+
+The worker is ``echomq.Worker`` when the package has it; otherwise (and for
+the ``drain_batched_loop`` figure) a loop that claims in batches, completes
+each batch with one ``complete_many`` call and, when idle, blocks on the
+queue's doorbell key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any
+
+import harness
+from driver import DrainVariant, Item, System
+from driver import main as driver_main
+
+import echomq
+from echomq import Job, Queue, SyncQueue
+
+QUEUE = "bench"
+DRAIN_CONCURRENCY = 50  # jobs in flight per worker process (claimed as one batch by the loop)
+LEASE = 30.0
+
+
+def _lane_name(lanes: int, i: int) -> str:
+    return f"t{i % lanes}"
+
+
+def has_worker() -> bool:
+    return hasattr(echomq, "Worker")
+
+
+class EchoMQ(System):
+    name = "echomq"
+    module = "echomq_bench"
+    has_bulk = True
+    variants = (DrainVariant("drain_batched_loop", "loop", 1_000_000),)
+
+    def __init__(self, ordering: str = "composite") -> None:
+        self.ordering = ordering
+        self.queue: Queue | None = None
+        runtime = "echomq.Worker" if has_worker() else "claim/complete loop"
+        self.notes = (
+            f"drain: {runtime}, concurrency {DRAIN_CONCURRENCY}, lease {LEASE:g}s; "
+            "priority drain: concurrency 1",
+            "add_bulk: Queue.add_many, 1000 jobs per call",
+            f"drain_batched_loop: claim({DRAIN_CONCURRENCY}) + one complete_many per batch, "
+            "doorbell BLPOP when idle (no heartbeats): what a batching worker could reach",
+            f"ordering={ordering!r}, default retention (keep_completed=1000)",
+        )
+
+    def version(self) -> str:
+        return echomq.__version__
+
+    async def open(self, url: str) -> None:
+        self.queue = Queue(QUEUE, url, ordering=self.ordering)  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        if self.queue is not None:
+            await self.queue.close()
+            self.queue = None
+
+    def _q(self) -> Queue:
+        assert self.queue is not None, "open() first"
+        return self.queue
+
+    async def add_one(self, seq: int, level: int) -> None:
+        await self._q().add("noop", {"i": seq, "p": level}, priority=level)
+
+    async def add_bulk(self, items: Sequence[Item]) -> None:
+        await self._q().add_many(
+            [{"name": "noop", "data": {"i": s, "p": p}, "priority": p} for s, p in items]
+        )
+
+    def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
+        concurrency = 1 if mode == "priority" else DRAIN_CONCURRENCY
+        asyncio.run(serve(url, self.ordering, concurrency, tally, batched=mode == "loop"))
+
+
+def _handler(tally: harness.Tally) -> Callable[[Job], Awaitable[None]]:
+    async def noop(job: Job) -> None:
+        data = job.data
+        tally.hit(data["p"], data["i"], data.get("t"))
+
+    return noop
+
+
+async def serve(
+    url: str, ordering: str, concurrency: int, tally: harness.Tally, *, batched: bool = False
+) -> None:
+    """Run echomq.Worker (or, ``batched`` or without Worker, the claim loop) until SIGTERM."""
+    queue = Queue(QUEUE, url, ordering=ordering)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    try:
+        if has_worker() and not batched:
+            await _serve_with_worker(queue, concurrency, tally, stop)
+        else:
+            await _serve_with_loop(queue, concurrency, tally, stop)
+    finally:
+        await queue.close()
+
+
+async def _serve_with_worker(
+    queue: Queue, concurrency: int, tally: harness.Tally, stop: asyncio.Event
+) -> None:
+    worker = echomq.Worker(queue, {"noop": _handler(tally)}, concurrency=concurrency, lease=LEASE)
+    running = asyncio.ensure_future(worker.run(install_signals=False))
+    await stop.wait()
+    worker.stop()
+    await running
+
+
+async def _serve_with_loop(
+    queue: Queue, batch: int, tally: harness.Tally, stop: asyncio.Event
+) -> None:
+    """Claim up to ``batch`` jobs, run them, complete them all in one pipelined round trip."""
+    client = await queue.client()
+    handler = _handler(tally)
+    while not stop.is_set():
+        jobs = await queue.claim(batch, LEASE)
+        if not jobs:
+            # idle: block on the doorbell (pushed when waiting goes 0 -> >0)
+            await client.blpop([queue.engine.keys.wake], timeout=1)
+            continue
+        for job in jobs:
+            await handler(job)
+        await queue.complete_many([(job, None) for job in jobs])
+
+
+# -- echomq-only measurements ---------------------------------------------------------
+
+
+class Extras:
+    """The echomq-only figures, on one private server."""
+
+    def __init__(self, url: str, label: str, *, quick: bool, runs: int) -> None:
+        self.url = url
+        self.label = label
+        self.quick = quick
+        self.runs = runs
+        self.probe = harness.ServerProbe(url)
+        self.rec = harness.Recorder("echomq")
+        self.backlog = 100_000 if quick else 1_000_000
+        self.lanes = 10_000 if quick else 100_000
+        self.sample = 500 if quick else 2_000  # operations timed per round
+        # cost figures are short, and the 2 cores are shared with everything else on
+        # the machine: take the median of at least 5 rounds
+        self.rounds = max(runs, 1 if quick else 5)
+
+    async def run(self) -> None:
+        steps: list[Callable[[], Awaitable[None]]] = [
+            self.claim_and_add_vs_backlog,
+            self.claim_vs_lanes,
+            self.memory_per_job,
+            self.mint_vs_composite,
+            self.lifecycle_batched,
+            self.idle_latency,
+            self.add_single_blocking,
+        ]
+        for step in steps:
+            await step()
+        for m in self.rec.measurements():
+            harness.emit(m.line(self.label))
+        self.probe.close()
+
+    # helpers
+    def queue(self, ordering: str = "composite") -> Queue:
+        self.probe.flush()
+        return Queue(QUEUE, self.url, ordering=ordering)  # type: ignore[arg-type]
+
+    async def fill(
+        self,
+        q: Queue,
+        n: int,
+        group: Callable[[int], str | None] = lambda i: None,
+        data: Any = None,
+    ) -> None:
+        for start in range(0, n, 1000):
+            await q.add_many(
+                [
+                    {"name": "noop", "data": data, "group": group(i)}
+                    for i in range(start, min(n, start + 1000))
+                ]
+            )
+
+    async def script_cost(
+        self, op: Callable[[], Awaitable[Any]], count: int
+    ) -> tuple[float, float]:
+        """(server µs per script call from commandstats, client round trip µs) over ``count``."""
+        before = self.probe.snapshot()
+        t0 = time.perf_counter()
+        for _ in range(count):
+            await op()
+        rtt = (time.perf_counter() - t0) / count * 1e6
+        work = self.probe.work(before)
+        calls = work.calls.get("evalsha", 0) + work.calls.get("eval", 0)
+        usec = work.usec.get("evalsha", 0) + work.usec.get("eval", 0)
+        return usec / max(1, calls), rtt
+
+    def record_cost(self, metric: str, cost: tuple[float, float]) -> None:
+        """``metric`` (server µs in the script) and ``metric + "_rtt"`` (client round trip µs)."""
+        self.rec.add(metric, cost[0], "us")
+        self.rec.add(f"{metric}_rtt", cost[1], "us")
+
+    def ratio(self, metric: str, numerator: str, denominator: str) -> None:
+        by_name = {m.metric: m for m in self.rec.measurements()}
+        top, bottom = by_name[numerator].values, by_name[denominator].values
+        for a, b in zip(top, bottom, strict=True):
+            self.rec.add(metric, a / b if b else None, "ratio")
+
+    # measurements
+    async def claim_and_add_vs_backlog(self) -> None:
+        """Claim(n=1) and add() cost at a 10^3 and a 10^6 backlog; add into an empty queue."""
+        k = min(self.sample, 1_000)  # claims per round: the backlog stays within [N, N + k]
+        for backlog in (1_000, self.backlog):
+            q = self.queue()
+            await self.fill(q, backlog)
+            for _ in range(self.rounds):
+                await self.fill(q, k)
+                self.record_cost(
+                    f"claim_us_backlog_{backlog}",
+                    await self.script_cost(partial(q.claim, 1, LEASE), k),
+                )
+            if backlog == self.backlog:
+                for _ in range(self.rounds):
+                    self.record_cost(
+                        f"add_us_backlog_{backlog}",
+                        await self.script_cost(partial(q.add, "noop"), k),
+                    )
+            await q.close()
+        q = self.queue()
+        for _ in range(self.rounds):
+            self.probe.flush()
+            self.record_cost("add_us_backlog_0", await self.script_cost(partial(q.add, "noop"), k))
+        await q.close()
+        self.ratio(
+            "claim_cost_ratio_backlog", f"claim_us_backlog_{self.backlog}", "claim_us_backlog_1000"
+        )
+        self.ratio("add_cost_ratio_backlog", f"add_us_backlog_{self.backlog}", "add_us_backlog_0")
+
+    async def claim_vs_lanes(self) -> None:
+        """Claim(n=1) cost with one lane vs many lanes (two waiting jobs per lane)."""
+        k = self.sample
+        for lanes in (1, self.lanes):
+            q = self.queue()
+            jobs = max(2 * lanes, k * self.rounds + 1000)
+            await self.fill(q, jobs, group=partial(_lane_name, lanes))
+            for _ in range(self.rounds):
+                self.record_cost(
+                    f"claim_us_lanes_{lanes}", await self.script_cost(partial(q.claim, 1, LEASE), k)
+                )
+            await q.close()
+        self.ratio("claim_cost_ratio_lanes", f"claim_us_lanes_{self.lanes}", "claim_us_lanes_1")
+
+    async def memory_per_job(self) -> None:
+        """Server memory per waiting job with a 100-byte payload (INFO memory delta / jobs)."""
+        n = 20_000 if self.quick else 100_000
+        payload = "x" * 98  # JSON-encoded: '"xxx…"' is exactly 100 bytes
+        for _ in range(self.runs):
+            q = self.queue()
+            await q.add("noop")  # the queue's fixed keys exist before the baseline
+            before = self.probe.snapshot()
+            await self.fill(q, n, data=payload)
+            per_job = self.probe.work(before).memory_delta / n
+            self.rec.add("memory_bytes_per_waiting_job", per_job, "bytes")
+            self.rec.add("memory_overhead_bytes_per_waiting_job", per_job - 100, "bytes")
+            await q.close()
+
+    async def mint_vs_composite(self) -> None:
+        """Bulk add rate, add CPU and claim cost under each ordering."""
+        n, k = 20_000, self.sample
+        for ordering in ("composite", "mint"):
+            for _ in range(self.runs):
+                q = self.queue(ordering)
+                with self.probe.measure() as box:
+                    t0 = time.perf_counter()
+                    await self.fill(q, n)
+                    rate = n / (time.perf_counter() - t0)
+                self.rec.add(f"{ordering}_add_bulk", rate, "jobs/s")
+                self.rec.add(f"{ordering}_add_server_cpu_us_per_job", box[0].cpu_us / n, "us/job")
+                self.record_cost(
+                    f"{ordering}_claim_us", await self.script_cost(partial(q.claim, 1, LEASE), k)
+                )
+                await q.close()
+        self.ratio(
+            "mint_vs_composite_add_cpu_ratio",
+            "mint_add_server_cpu_us_per_job",
+            "composite_add_server_cpu_us_per_job",
+        )
+        self.ratio("mint_vs_composite_claim_ratio", "mint_claim_us", "composite_claim_us")
+
+    async def lifecycle_batched(self) -> None:
+        """add_many + claim(100) + pipelined complete, in one process: server CPU per job."""
+        n = 20_000
+        for _ in range(self.runs):
+            q = self.queue()
+            with self.probe.measure() as box:
+                await self.fill(q, n)
+                while jobs := await q.claim(100, LEASE):
+                    await q.complete_many([(job, None) for job in jobs])
+            self.rec.add_work("lifecycle_batched", box[0], n)
+            await q.close()
+
+    async def add_single_blocking(self) -> None:
+        """add() one at a time with SyncQueue (blocking client), as sync peers add."""
+        n = self.sample
+        for _ in range(self.runs):
+            self.probe.flush()
+            rate = await asyncio.to_thread(_sync_adds, self.url, n)
+            self.rec.add("add_single_sync", rate, "jobs/s")
+
+    async def idle_latency(self) -> None:
+        """Add one job at a time to an idle worker; handler start - add start, in ms."""
+        n = 100 if self.quick else 300
+        for _ in range(self.runs):
+            q = self.queue()
+            tally = await self._latency_round(q, n)
+            await q.close()
+            if tally is None:
+                continue
+            ms = [x * 1000 for x in tally["latencies"]]
+            self.rec.add("idle_latency_p50", harness.percentile(ms, 50), "ms")
+            self.rec.add("idle_latency_p99", harness.percentile(ms, 99), "ms")
+
+    async def _latency_round(self, q: Queue, n: int) -> dict[str, Any] | None:
+        import subprocess
+        import tempfile
+        from pathlib import Path
+
+        result = Path(tempfile.mkdtemp(prefix="emq-bench-")) / "latency.json"
+        cmd = [
+            sys.executable,
+            "-m",
+            "echomq_bench",
+            "worker",
+            "--url",
+            self.url,
+            "--mode",
+            "latency",
+            "--jobs",
+            str(n + 1),
+            "--result",
+            str(result),
+        ]
+        process = subprocess.Popen(cmd, cwd=Path(__file__).parent, stdin=subprocess.DEVNULL)
+        try:
+            await q.add("noop", {"i": -1, "p": 0})  # warm-up job: the worker is up once it ran
+            await asyncio.sleep(1.0)
+            for seq in range(n):
+                await q.add("noop", {"i": seq, "p": 0, "t": time.monotonic()})
+                await asyncio.sleep(0.02)  # the worker goes idle (blocks) between jobs
+                if result.exists():
+                    break
+            done = harness.wait_for_file(result, 10, lambda: process.poll() is None)
+        finally:
+            harness.stop_process(process)
+        return harness.read_tally(result) if done else None
+
+
+def _sync_adds(url: str, n: int) -> float:
+    """jobs/s of ``n`` SyncQueue.add calls, each waiting for its reply."""
+    with SyncQueue(QUEUE, url) as queue:
+        queue.add("noop")  # connect and load the script first
+        t0 = time.perf_counter()
+        for seq in range(n):
+            queue.add("noop", {"i": seq, "p": 0})
+        return n / (time.perf_counter() - t0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "extras":
+        return extras_main(args[1:])
+    ordering = "composite"
+    with contextlib.suppress(ValueError):
+        i = args.index("--ordering")
+        ordering = args[i + 1]
+        del args[i : i + 2]
+    return driver_main(EchoMQ(ordering), args)
+
+
+def extras_main(argv: Sequence[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="echomq_bench extras")
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    asyncio.run(Extras(args.url, args.label, quick=args.quick, runs=args.runs).run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

