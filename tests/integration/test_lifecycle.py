@@ -36,11 +36,14 @@ def test_claim_leases_and_complete_records_result_once(sq: SyncQueue) -> None:
     [job] = sq.claim(1, lease=30)
     assert job.id == job_id and job.state is State.ACTIVE and job.attempts == 1
     assert job.lease_token is not None and job.lease_deadline is not None
-    sq.complete(job, {"ok": True})
+    finished = sq.complete(job, {"ok": True})
     done = sq.get(job_id)
     assert done is not None and done.state is State.COMPLETED and done.result == {"ok": True}
-    with pytest.raises(LeaseLost):
-        sq.complete(job, {"again": True})
+    # the same lease completing again (a retry after a lost reply) is answered
+    # as before and records nothing new
+    assert sq.complete(job, {"again": True}) == finished
+    again = sq.get(job_id)
+    assert again is not None and again.result == {"ok": True}
     stats = sq.stats()
     assert stats.counts["completed"] == 1 and stats.counts["active"] == 0
     assert stats.totals == {"added": 1, "completed": 1, "failed": 0}
@@ -194,3 +197,13 @@ def test_complete_many_records_holders_and_reports_the_rest(
     assert stats.totals["completed"] == 3
     done = q.get(jobs[4].id)
     assert done is not None and done.result == 4
+
+
+def test_a_retried_fail_is_answered_as_before(sq: SyncQueue) -> None:
+    sq.add("flaky", max_attempts=1)
+    [job] = sq.claim(1)
+    assert sq.fail(job, "boom") is State.DEAD
+    assert sq.fail(job, "boom again") is State.DEAD
+    dead = sq.get(job.id)
+    assert dead is not None and dead.error == "boom"
+    assert sq.stats().totals["failed"] == 1

@@ -8,6 +8,8 @@
 -- Returns: one value per job, in order: the finish time (ms) when recorded,
 --          E_NOT_FOUND (-1) if the job does not exist,
 --          E_LEASE_LOST (-2) if the caller no longer holds the lease.
+--          A job this same lease already completed (a retry after a lost
+--          reply) answers with its finish time again.
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -29,7 +31,9 @@ for i = 7, #ARGV, 3 do
     done_pairs[#done_pairs + 1] = id
     out[#out + 1] = now
   else
-    out[#out + 1] = key_or_err
+    -- a retried call whose first reply was lost: the same lease already completed it
+    local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[i + 1], {completed = true})
+    out[#out + 1] = done and tonumber(done[3]) or key_or_err
   end
 end
 if #done_ids > 0 then

@@ -11,7 +11,8 @@
 --
 -- Returns: {"failed", fire_ms} when a retry is scheduled,
 --          {"dead", now_ms} when the job is dead,
---          E_NOT_FOUND (-1) or E_LEASE_LOST (-2).
+--          E_NOT_FOUND (-1) or E_LEASE_LOST (-2); a job this same lease
+--          already failed (a retry after a lost reply) answers as before.
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -22,7 +23,12 @@
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
 local jk, key_or_err = check_lease(id, ARGV[8], now)
-if not jk then return key_or_err end
+if not jk then
+  -- a retried call whose first reply was lost: the same lease already failed it
+  local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[8], {failed = true, dead = true})
+  if done then return {done[1], done[1] == "failed" and done[4] or done[3]} end
+  return key_or_err
+end
 redis.call("ZREM", K_ACTIVE, id)
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10])
 redis.call("HINCRBY", K_META, "failed", 1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -122,7 +123,7 @@ async def info(request: Request) -> Response:
 async def list_queues(request: Request) -> Response:
     d = dashboard_of(request)
     queues = [await d.registry.get(name) for name in d.registry.names()]
-    all_stats = await gather_bounded([q.stats(lane_limit=1) for q in queues])
+    all_stats = await gather_bounded([partial(q.stats, lane_limit=1) for q in queues])
     return JSONResponse([views.queue_summary(s, d.throughput.rates(s.queue)) for s in all_stats])
 
 
@@ -189,7 +190,7 @@ async def audit(request: Request) -> Response:
 async def prometheus(request: Request) -> Response:
     d = dashboard_of(request)
     queues = [await d.registry.get(name) for name in d.registry.names()]
-    snapshot = await gather_bounded([q.stats(lane_limit=LANE_LIMIT) for q in queues])
+    snapshot = await gather_bounded([partial(q.stats, lane_limit=LANE_LIMIT) for q in queues])
     body = metrics.render(snapshot, d.latency)
     return Response(
         body,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -126,12 +126,18 @@ class QueueRegistry:
 FAN_OUT = 16
 
 
-async def gather_bounded(calls: Sequence[Awaitable[T]], limit: int = FAN_OUT) -> list[T]:
-    """``asyncio.gather`` with at most ``limit`` of the awaitables running at once."""
+async def gather_bounded(
+    calls: Sequence[Callable[[], Awaitable[T]]], limit: int = FAN_OUT
+) -> list[T]:
+    """Run ``call()`` for each, at most ``limit`` at once (like a bounded gather).
+
+    Calls are started only once they get a slot, so a cancelled gather leaves
+    no coroutine unawaited.
+    """
     gate = asyncio.Semaphore(limit)
 
-    async def one(call: Awaitable[T]) -> T:
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
         async with gate:
-            return await call
+            return await call()
 
     return list(await asyncio.gather(*(one(c) for c in calls)))

@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from echomq.web.metrics import ClaimLatency
@@ -96,7 +97,7 @@ class Sampler:
         await self.registry.refresh(if_older_than=self.registry.rescan)
         names = self.registry.names()
         self.throughput.forget_others(names)
-        await gather_bounded([self._sample(name) for name in names])
+        await gather_bounded([partial(self._sample, name) for name in names])
         self.ticks += 1
 
     async def _sample(self, name: str) -> None:

@@ -11,3 +11,11 @@ local function check_lease(id, token, now)
   end
   return jk, f[4]
 end
+
+-- A retry of a call whose reply was lost: the job was already finished by
+-- this very lease (same token). Returns the job's fields {state, time} or nil.
+local function finished_by(id, token, states)
+  local f = redis.call("HMGET", job_key(id), "s", "t", "f", "at")
+  if f[2] == token and states[f[1]] then return f end
+  return nil
+end
