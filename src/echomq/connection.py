@@ -8,9 +8,16 @@ The first of these wins:
    started on first use, whose ``unix://`` url is returned.
 
 Urls are ``redis://``, ``rediss://`` (TLS) and ``unix://`` as redis-py reads
-them; ``valkey://`` and ``valkeys://`` are accepted as their aliases. Cluster
-urls (``redis+cluster://``) are recognised and refused with a clear error
-until cluster support lands.
+them; ``valkey://`` and ``valkeys://`` are accepted as their aliases.
+
+``redis+cluster://host:port`` (also ``rediss+cluster``, ``valkey+cluster``,
+``valkeys+cluster``) names any one node of a Valkey/Redis Cluster and gives
+redis-py's cluster clients, which discover the other nodes, route every
+command by its key's slot, follow MOVED/ASK and re-read the topology after a
+failover. Every key of a queue shares the hash tag ``{queue}``, so each
+script runs on the one primary that owns the queue's slot; EVALSHA falls back
+to EVAL on NOSCRIPT, which loads the script on whichever node runs it (a
+freshly promoted replica included). A cluster has only database 0.
 
 Both clients decode replies to ``str`` (keys and payloads are UTF-8 JSON),
 use bounded socket timeouts so a dead or paused server surfaces as an error
@@ -26,6 +33,8 @@ from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 
 from echomq.embedded import EmbeddedServer
 from echomq.errors import ServerError
@@ -35,10 +44,13 @@ __all__ = [
     "HEALTH_CHECK_INTERVAL",
     "SOCKET_TIMEOUT",
     "URL_ENV",
+    "AsyncClient",
+    "SyncClient",
     "async_client",
     "is_cluster_url",
     "normalize_url",
     "resolve_url",
+    "socket_timeout_of",
     "sync_client",
 ]
 
@@ -53,7 +65,17 @@ HEALTH_CHECK_INTERVAL = 30
 
 _SCHEMES = ("redis", "rediss", "unix")
 _ALIASES = {"valkey": "redis", "valkeys": "rediss"}
-_CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster", "valkey+cluster", "valkeys+cluster")
+_CLUSTER_SCHEMES = {
+    "redis+cluster": "redis",
+    "rediss+cluster": "rediss",
+    "valkey+cluster": "redis",
+    "valkeys+cluster": "rediss",
+}
+
+#: what sync_client returns: a single server's client or a cluster client.
+SyncClient = redis.Redis | redis.cluster.RedisCluster
+#: what async_client returns: a single server's client or a cluster client.
+AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
 
 def resolve_url(url: str | None = None) -> str:
@@ -77,10 +99,11 @@ def is_cluster_url(url: str) -> bool:
 
 
 def normalize_url(url: str) -> str:
-    """``url`` with the ``valkey(s)://`` aliases rewritten; ServerError for anything unusable."""
+    """``url`` as redis-py reads it: ``valkey(s)://`` aliases rewritten, a cluster
+    url's ``+cluster`` dropped (see is_cluster_url); ServerError for anything unusable."""
     scheme = _scheme(url)
     if scheme in _CLUSTER_SCHEMES:
-        raise ServerError(f"cluster urls are not supported yet: {url!r}")
+        return _cluster_node_url(url, scheme)
     if scheme in _ALIASES:
         return _ALIASES[scheme] + url[len(scheme) :]
     if scheme not in _SCHEMES:
@@ -89,22 +112,53 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def sync_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOUT) -> redis.Redis:
-    """A blocking redis-py client on the resolved server (no connection is made yet)."""
-    target = normalize_url(resolve_url(url))
-    return redis.Redis.from_url(target, **_options(socket_timeout))
+def sync_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOUT) -> SyncClient:
+    """A blocking redis-py client on the resolved server or cluster.
+
+    A single server's client connects on first use; a cluster client reads
+    the cluster's topology from the named node at once (ServerError if that
+    fails).
+    """
+    resolved = resolve_url(url)
+    target = normalize_url(resolved)
+    if not is_cluster_url(resolved):
+        return redis.Redis.from_url(target, **_options(socket_timeout))
+    try:
+        return redis.cluster.RedisCluster.from_url(target, **_options(socket_timeout))
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+        raise ServerError(f"cannot reach the cluster at {resolved!r}: {exc}") from exc
 
 
-def async_client(
-    url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOUT
-) -> redis.asyncio.Redis:
-    """An asyncio redis-py client on the resolved server (no connection is made yet).
+def async_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOUT) -> AsyncClient:
+    """An asyncio redis-py client on the resolved server or cluster (no connection is
+    made yet; a cluster client reads the topology on its first command).
 
     Resolving may start the embedded server, which blocks briefly; it happens
     once per user session, not per call.
     """
-    target = normalize_url(resolve_url(url))
+    resolved = resolve_url(url)
+    target = normalize_url(resolved)
+    if is_cluster_url(resolved):
+        return redis.asyncio.cluster.RedisCluster.from_url(target, **_options(socket_timeout))
     return redis.asyncio.Redis.from_url(target, **_options(socket_timeout))
+
+
+def socket_timeout_of(client: SyncClient | AsyncClient) -> float | None:
+    """The socket timeout ``client``'s connections use (None: no timeout).
+
+    Blocking commands (the worker's BLPOP) must end before it would cut them.
+    """
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        options = client.nodes_manager.connection_kwargs  # known before the first command
+    elif isinstance(client, redis.cluster.RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        if node is None or node.redis_connection is None:
+            return None
+        options = node.redis_connection.get_connection_kwargs()
+    else:
+        options = client.get_connection_kwargs()
+    timeout = options.get("socket_timeout")
+    return float(timeout) if timeout else None
 
 
 def _options(socket_timeout: float) -> dict[str, Any]:
@@ -115,6 +169,16 @@ def _options(socket_timeout: float) -> dict[str, Any]:
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "health_check_interval": HEALTH_CHECK_INTERVAL,
     }
+
+
+def _cluster_node_url(url: str, scheme: str) -> str:
+    """The ``redis(s)://host:port`` of a cluster url's node; ServerError for a socket or db."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ServerError(f"invalid cluster url {url!r}: expected redis+cluster://host:port")
+    if parts.path.strip("/") not in ("", "0"):
+        raise ServerError(f"invalid cluster url {url!r}: a cluster has only database 0")
+    return _CLUSTER_SCHEMES[scheme] + url[len(scheme) :]
 
 
 def _scheme(url: str) -> str:

@@ -15,12 +15,15 @@ The tree::
     ├── LeaseLost              complete/fail/extend by a worker that no longer holds the lease
     ├── JobNotFound            no job with that id (or it was pruned)
     ├── OrderingMismatch       queue opened with another ordering than it was created with
-    └── ServerError            the server could not be started or reached
+    ├── ServerError            the server could not be started or reached
+    └── NotReplicated          a durable add was written but no replica acknowledged it in time
 
 Each message names the offending value and the allowed range.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 
 class EchoMQError(Exception):
@@ -77,6 +80,21 @@ class OrderingMismatch(EchoMQError):
 
 class ServerError(EchoMQError):
     """The server could not be started or reached."""
+
+
+class NotReplicated(EchoMQError):
+    """A durable add was written on the primary, but fewer replicas than asked
+    acknowledged it within the timeout: it may be lost if the primary fails now.
+
+    ``ids`` are the jobs that were written (they exist on the primary).
+    """
+
+    def __init__(self, ids: Iterable[str], replicas: int, timeout: float) -> None:
+        self.ids = list(ids)
+        super().__init__(
+            f"{len(self.ids)} job(s) written but not acknowledged by {replicas} replica(s) "
+            f"within {timeout:g}s (does the primary have a replica?): {', '.join(self.ids[:3])}"
+        )
 
 
 # Negative integers returned by scripts → the exception they stand for.

@@ -9,7 +9,9 @@ from echomq.connection import (
     SOCKET_TIMEOUT,
     URL_ENV,
     async_client,
+    is_cluster_url,
     resolve_url,
+    socket_timeout_of,
     sync_client,
 )
 from echomq.embedded import HOME_ENV, EmbeddedServer
@@ -18,11 +20,22 @@ from echomq.embedded import HOME_ENV, EmbeddedServer
 def test_clients_have_bounded_timeouts_and_health_checks(backend_url: str) -> None:
     with sync_client(backend_url) as client:
         options = client.get_connection_kwargs()
+        assert socket_timeout_of(client) == SOCKET_TIMEOUT
     assert options["socket_timeout"] == SOCKET_TIMEOUT
     assert options["socket_connect_timeout"] is not None
-    assert options["health_check_interval"] == HEALTH_CHECK_INTERVAL
+    if not is_cluster_url(backend_url):  # a cluster client reconnects on error instead
+        assert options["health_check_interval"] == HEALTH_CHECK_INTERVAL
     with sync_client(backend_url, socket_timeout=60.0) as patient:
         assert patient.get_connection_kwargs()["socket_timeout"] == 60.0
+
+
+async def test_async_clients_have_bounded_timeouts(backend_url: str) -> None:
+    client = async_client(backend_url, socket_timeout=7.0)
+    try:
+        assert await client.ping()
+        assert socket_timeout_of(client) == 7.0
+    finally:
+        await client.aclose()
 
 
 def test_sync_client_decodes_replies(backend_url: str, queue_name: str) -> None:

@@ -5,8 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import redis.asyncio.cluster
 
-from echomq.connection import URL_ENV, is_cluster_url, normalize_url, resolve_url
+from echomq.connection import (
+    URL_ENV,
+    async_client,
+    is_cluster_url,
+    normalize_url,
+    resolve_url,
+    socket_timeout_of,
+    sync_client,
+)
 from echomq.embedded import HOME_ENV, EmbeddedServer, default_home
 from echomq.errors import ServerError
 
@@ -38,10 +47,31 @@ def test_normalize_accepts_redis_urls_and_valkey_aliases(url: str, expected: str
     assert normalize_url(url) == expected
 
 
-@pytest.mark.parametrize("url", ["redis+cluster://h:7000", "valkey+cluster://h:7000"])
-def test_cluster_urls_are_recognised_and_refused_for_now(url: str) -> None:
+@pytest.mark.parametrize(
+    ("url", "node"),
+    [
+        ("redis+cluster://h:7000", "redis://h:7000"),
+        ("valkey+cluster://h:7000/0", "redis://h:7000/0"),
+        ("rediss+cluster://:pw@h:7000", "rediss://:pw@h:7000"),
+        ("VALKEYS+cluster://h:7000", "rediss://h:7000"),
+    ],
+)
+def test_cluster_urls_name_one_node_of_the_cluster(url: str, node: str) -> None:
     assert is_cluster_url(url)
-    with pytest.raises(ServerError, match="cluster urls are not supported yet"):
+    assert normalize_url(url) == node
+
+
+@pytest.mark.parametrize("url", ["redis://h:7000", "unix:///tmp/x.sock", "valkey://h:1"])
+def test_other_urls_are_not_cluster_urls(url: str) -> None:
+    assert not is_cluster_url(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [("redis+cluster://h:7000/2", "only database 0"), ("redis+cluster:///tmp/x.sock", "host:port")],
+)
+def test_cluster_urls_with_a_database_or_no_host_are_refused(url: str, why: str) -> None:
+    with pytest.raises(ServerError, match=why):
         normalize_url(url)
 
 
@@ -77,3 +107,14 @@ def test_the_embedded_url_is_percent_encoded(tmp_path: Path) -> None:
     server = EmbeddedServer(tmp_path / "with space")
 
     assert server.url == f"unix://{tmp_path}/with%20space/valkey.sock"
+
+
+async def test_an_async_cluster_client_is_made_without_connecting() -> None:
+    client = async_client("valkey+cluster://127.0.0.1:1", socket_timeout=3.0)
+    assert isinstance(client, redis.asyncio.cluster.RedisCluster)
+    assert socket_timeout_of(client) == 3.0  # the worker bounds its BLPOP by it
+
+
+def test_a_sync_cluster_client_without_a_reachable_node_is_a_server_error() -> None:
+    with pytest.raises(ServerError, match="cannot reach the cluster at 'redis\\+cluster://"):
+        sync_client("redis+cluster://127.0.0.1:1")

@@ -25,7 +25,8 @@ async def test_discovery_resumes_across_rounds_and_names_are_checked_at_once(
         assert await reg.get(names[2])  # one EXISTS, no waiting for the walk
         with pytest.raises(UnknownQueue):
             await reg.get(queue_name + "-never")
-        rounds, bound = 0, await client.dbsize() // 20 + 5  # one full pass at most
+        # SCAN's COUNT is a hint and a cluster walks three primaries: allow slack
+        rounds, bound = 0, await client.dbsize() // 5 + 20
         while not set(names) <= set(reg.names()):
             await reg.refresh()
             rounds += 1
