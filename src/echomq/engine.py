@@ -234,20 +234,25 @@ class Engine:
     def complete(self, job: Job, result: Any = None) -> Call[datetime | None]:
         detail = f"job {job.id}: complete refused"
         many = self.complete_many([(job, result)])
-        return Call(parse=lambda r: _ms(_check_code(r[0], detail)), script=many.script,
-                    keys=many.keys, args=many.args)
+        return Call(
+            parse=lambda r: _ms(_check_code(r[0], detail)),
+            script=many.script,
+            keys=many.keys,
+            args=many.args,
+        )
 
-    def complete_many(
-        self, items: Sequence[tuple[Job, Any]]
-    ) -> Call[list[EchoMQError | None]]:
+    def complete_many(self, items: Sequence[tuple[Job, Any]]) -> Call[list[EchoMQError | None]]:
         """Complete several jobs in one call; each entry of the reply is None when
         recorded, else the error (LeaseLost, JobNotFound) for that job."""
         if not items:
             raise InvalidOption("complete_many needs at least one (job, result) pair")
         argv: list[str] = []
         for job, result in items:
-            argv += [job.id, _lease_of(job),
-                     encode_payload(result, what="result", limit=self.options.max_payload)]
+            argv += [
+                job.id,
+                _lease_of(job),
+                encode_payload(result, what="result", limit=self.options.max_payload),
+            ]
 
         def parse(reply: Any) -> list[EchoMQError | None]:
             return [_error_for(code, job.id) for code, (job, _) in zip(reply, items, strict=True)]
@@ -410,8 +415,9 @@ class Engine:
 
         return self._script("stats", parse, str(limit))
 
-    def waiting_tiers(self, lane_limit: int = 100,
-                      tier_limit: int = 32) -> Call[dict[str | None, TierCounts]]:
+    def waiting_tiers(
+        self, lane_limit: int = 100, tier_limit: int = 32
+    ) -> Call[dict[str | None, TierCounts]]:
         """Waiting jobs per lane (ring order) and tier, lowest tiers first."""
         check_int("lane_limit", lane_limit, 1, 10_000)
         check_int("tier_limit", tier_limit, 1, 1_000)

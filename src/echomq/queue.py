@@ -224,8 +224,9 @@ class Queue:
     async def lanes(self, limit: int = 1000) -> list[LaneInfo]:
         return await self._send(self.engine.lanes(limit))
 
-    async def waiting_tiers(self, lane_limit: int = 100,
-                            tier_limit: int = 32) -> dict[str | None, TierCounts]:
+    async def waiting_tiers(
+        self, lane_limit: int = 100, tier_limit: int = 32
+    ) -> dict[str | None, TierCounts]:
         """Waiting jobs per lane and tier (read-only, one round trip)."""
         return await self._send(self.engine.waiting_tiers(lane_limit, tier_limit))
 

@@ -191,8 +191,9 @@ class SyncQueue:
     def lanes(self, limit: int = 1000) -> list[LaneInfo]:
         return self._send(self.engine.lanes(limit))
 
-    def waiting_tiers(self, lane_limit: int = 100,
-                      tier_limit: int = 32) -> dict[str | None, TierCounts]:
+    def waiting_tiers(
+        self, lane_limit: int = 100, tier_limit: int = 32
+    ) -> dict[str | None, TierCounts]:
         return self._send(self.engine.waiting_tiers(lane_limit, tier_limit))
 
     def stats(self, lane_limit: int = 1000) -> QueueStats:
