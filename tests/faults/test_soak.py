@@ -131,7 +131,7 @@ def _prune_to_baseline(url: str, client: redis.Redis, queue: str) -> set[str]:
     return {str(k) for k in client.scan_iter(match=QueueKeys(queue).prefix + "*", count=1000)}
 
 
-@pytest.mark.parametrize("backend", ["valkey"], indirect=True)
+@pytest.mark.parametrize("backend", ["valkey", "redis"], indirect=True)
 def test_soak_every_job_once_fair_shares_no_early_starts_keys_pruned(
     backend_url: str, queue_name: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:

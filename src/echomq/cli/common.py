@@ -142,7 +142,7 @@ def parse_group(text: str) -> str | None:
 def parse_json(text: str, what: str) -> Any:
     """Decode JSON given on the command line; ``-`` reads it from stdin. Bad JSON exits 1."""
     if text == "-":
-        text = click.get_text_stream("stdin").read()
+        text = sys.stdin.read()
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
