@@ -10,15 +10,15 @@ from typing import Any, TypeVar
 from redis.exceptions import NoScriptError
 
 from echomq import connection, replication
-from echomq.engine import Call, Engine, LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.engine import Call, LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.errors import EchoMQError
 from echomq.job import Job, State
-from echomq.options import Backoff, Ordering, QueueOptions
+from echomq.shell import QueueShell
 
 T = TypeVar("T")
 
 
-class Queue:
+class Queue(QueueShell[connection.AsyncClient]):
     """A named queue on Valkey or Redis (asyncio).
 
     ``url=None`` uses ``ECHOMQ_URL``, else the embedded Valkey. Pass ``client``
@@ -26,47 +26,6 @@ class Queue:
     (``decode_responses=True``). ``durable=True`` makes every add return only
     once a replica acknowledged it (``WAIT 1``, see echomq.replication).
     """
-
-    def __init__(
-        self,
-        name: str,
-        url: str | None = None,
-        *,
-        ordering: Ordering = "composite",
-        client: connection.AsyncClient | None = None,
-        durable: bool = False,
-        durable_timeout: float = replication.DEFAULT_TIMEOUT,
-        max_stalls: int = 1,
-        max_attempts: int = 3,
-        backoff: Backoff | None = None,
-        keep_completed: int = 1000,
-        keep_completed_age: float = 86_400.0,
-        keep_dead: int = 10_000,
-        keep_dead_age: float = 7 * 86_400.0,
-        max_payload: int = 512 * 1024,
-    ) -> None:
-        options = QueueOptions(
-            ordering=ordering,
-            max_stalls=max_stalls,
-            max_attempts=max_attempts,
-            backoff=backoff or Backoff(),
-            keep_completed=keep_completed,
-            keep_completed_age=keep_completed_age,
-            keep_dead=keep_dead,
-            keep_dead_age=keep_dead_age,
-            max_payload=max_payload,
-        )
-        self.engine = Engine(name, options)
-        self.name = name
-        self.url = url
-        self.durable = durable
-        self.durable_timeout = replication.check_timeout(durable_timeout)
-        self._client = client
-        self._owns_client = client is None
-
-    @property
-    def options(self) -> QueueOptions:
-        return self.engine.options
 
     async def client(self) -> connection.AsyncClient:
         """The redis client, connecting (and starting the embedded server) on first use."""
