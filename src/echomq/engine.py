@@ -130,8 +130,17 @@ def _pairs(flat: Sequence[str]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
+def _fields_after_id(entry: Sequence[str]) -> dict[str, str]:
+    """The field/value pairs that follow the id in one claim entry (no slice copies)."""
+    if not len(entry) % 2:
+        raise ValueError(f"claim entry of {len(entry)} items: expected an id then pairs")
+    rest = iter(entry)
+    next(rest)
+    return dict(zip(rest, rest, strict=False))  # even length checked above
+
+
 def _jobs(reply: Sequence[Sequence[str]]) -> list[Job]:
-    return [Job.from_hash(entry[0], _pairs(entry[1:])) for entry in reply]
+    return [Job.from_hash(entry[0], _fields_after_id(entry)) for entry in reply]
 
 
 def _check_code(reply: Any, detail: str) -> Any:
@@ -162,6 +171,7 @@ class Engine:
         self.keys = QueueKeys(queue)
         self._fixed = self.keys.fixed()
         self._block = [self.keys.prefix, *options.script_block()]
+        self._default_attempts = str(options.max_attempts)
 
     def _script(self, name: str, parse: Callable[[Any], T], *args: str) -> Call[T]:
         return Call(parse=parse, script=script(name), keys=self._fixed, args=[*self._block, *args])
@@ -180,27 +190,55 @@ class Engine:
         key: str | None = None,
     ) -> NewJob:
         """Check and encode one job; raises before anything is written."""
+        values = self._job_values(
+            name,
+            data,
+            priority=priority,
+            group=group,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            key=key,
+        )
+        job = NewJob(ids.new_id())
+        job.values = [job.id, *values]
+        return job
+
+    def _job_values(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        priority: int = 0,
+        group: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        key: str | None = None,
+    ) -> list[str]:
+        """The checked ARGV values of one job after its id (hot in bulk adds:
+        defaults skip their conversions; the queue's max_attempts was checked
+        when its options were built)."""
         check_job_name(name)
         tier = check_tier(priority)
         lane = lane_of(group)
         if delay is not None and run_at is not None:
             raise InvalidOption("give delay or run_at, not both")
-        attempts = self.options.max_attempts if max_attempts is None else max_attempts
-        check_int("max_attempts", attempts, 1, MAX_ATTEMPTS)
+        if max_attempts is None:
+            attempts = self._default_attempts
+        else:
+            attempts = str(check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS))
         payload = encode_payload(data, limit=self.options.max_payload)
-        job = NewJob(ids.new_id())
-        job.values = [
-            job.id,
+        return [
             name,
             payload,
             str(tier),
             lane,
-            str(delay_ms(delay)),
-            str(run_at_ms(run_at)),
-            str(attempts),
+            "-1" if delay is None else str(delay_ms(delay)),
+            "-1" if run_at is None else str(run_at_ms(run_at)),
+            attempts,
             "" if key is None else check_key(key),
         ]
-        return job
 
     def add_jobs(self, jobs: Iterable[NewJob]) -> Call[list[str]]:
         argv: list[str] = [self.options.ordering]
@@ -209,13 +247,24 @@ class Engine:
         return self._script("add", self._parse_add, *argv)
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> Call[list[str]]:
-        jobs = []
+        encoded = []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping) or "name" not in item:
                 raise InvalidOption(f"add_many item {i} must be a mapping with a 'name'")
-            fields = dict(item)
-            jobs.append(self.new_job(fields.pop("name"), fields.pop("data", None), **fields))
-        return self.add_jobs(jobs)
+            size = len(item)
+            if size == 1 or (size == 2 and "data" in item):  # the common shape: no copy
+                encoded.append(self._job_values(item["name"], item.get("data")))
+            else:
+                fields = dict(item)
+                encoded.append(
+                    self._job_values(fields.pop("name"), fields.pop("data", None), **fields)
+                )
+        # ids are minted together, once every item passed its checks
+        argv: list[str] = [self.options.ordering]
+        for job_id, values in zip(ids.new_ids(len(encoded)), encoded, strict=True):
+            argv.append(job_id)
+            argv += values
+        return self._script("add", self._parse_add, *argv)
 
     def _parse_add(self, reply: Any) -> list[str]:
         if isinstance(reply, int):

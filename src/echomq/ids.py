@@ -43,20 +43,43 @@ class _Minter:
             self._offset += 8
         return int.from_bytes(chunk, "big") & ((1 << 62) - 1)
 
+    def _advance(self, now_ms: int) -> int:
+        """The next (ms << 16 | seq) stamp; the caller holds the lock."""
+        if now_ms > self._last_ms:
+            self._last_ms = now_ms
+            self._seq = int.from_bytes(os.urandom(2), "big") & 0x7FF  # leave headroom
+        else:
+            self._seq += 1
+            if self._seq > _MAX_SEQ:  # counter spent: borrow the next millisecond
+                self._last_ms += 1
+                self._seq = 0
+        return (self._last_ms << 16) | self._seq
+
     def next_int(self) -> int:
         with self._lock:
+            stamp = self._advance(time.time_ns() // 1_000_000)
+        return _assemble(stamp, self._random_62())
+
+    def next_ints(self, count: int) -> list[int]:
+        """``count`` increasing values minted together: one clock read, one lock,
+        one random read (what a bulk add needs)."""
+        with self._lock:
             now_ms = time.time_ns() // 1_000_000
-            if now_ms > self._last_ms:
-                self._last_ms = now_ms
-                self._seq = int.from_bytes(os.urandom(2), "big") & 0x7FF  # leave headroom
-            else:
-                self._seq += 1
-                if self._seq > _MAX_SEQ:  # counter spent: borrow the next millisecond
-                    self._last_ms += 1
-                    self._seq = 0
-            ms, seq = self._last_ms, self._seq
-        rand_b = self._random_62()
-        return (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand_b
+            stamps = [self._advance(now_ms) for _ in range(count)]
+        rand = os.urandom(8 * count)
+        return [
+            _assemble(stamp, int.from_bytes(rand[8 * i : 8 * i + 8], "big") & _MASK_62)
+            for i, stamp in enumerate(stamps)
+        ]
+
+
+_MASK_62 = (1 << 62) - 1
+
+
+def _assemble(stamp: int, rand_b: int) -> int:
+    """UUIDv7 bits from a (ms << 16 | seq) stamp and 62 random bits."""
+    ms, seq = stamp >> 16, stamp & 0xFFFF
+    return (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand_b
 
 
 _minter = _Minter()
@@ -74,6 +97,37 @@ def _encode(value: int) -> str:
 def new_id() -> str:
     """Mint a new branded id, greater than every id this process minted before."""
     return PREFIX + _encode(_minter.next_int())
+
+
+def new_ids(count: int) -> list[str]:
+    """Mint ``count`` increasing ids at once (the same ids as ``count`` new_id calls).
+
+    The top 50 bits (10 characters) are the millisecond, shared by most ids of
+    a batch, so they are encoded once per millisecond; the low 80 bits take
+    eight table lookups joined in one call.
+    """
+    pairs = _PAIRS
+    out: list[str] = []
+    last_ms, head = -1, ""
+    for v in _minter.next_ints(count):
+        if v >> 80 != last_ms:
+            last_ms, head = v >> 80, PREFIX + _encode(v)[:10]
+        out.append(
+            "".join(
+                (
+                    head,
+                    pairs[(v >> 70) & 0x3FF],
+                    pairs[(v >> 60) & 0x3FF],
+                    pairs[(v >> 50) & 0x3FF],
+                    pairs[(v >> 40) & 0x3FF],
+                    pairs[(v >> 30) & 0x3FF],
+                    pairs[(v >> 20) & 0x3FF],
+                    pairs[(v >> 10) & 0x3FF],
+                    pairs[v & 0x3FF],
+                )
+            )
+        )
+    return out
 
 
 def parse_id(job_id: object) -> uuid.UUID:

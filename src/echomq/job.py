@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -29,6 +30,10 @@ class State(StrEnum):
     DEAD = "dead"
 
 
+#: stored state name → State, a plain dict lookup (cheaper than calling State)
+_STATES: dict[str, State] = {s.value: s for s in State}
+
+
 def encode_payload(value: Any, *, what: str = "payload", limit: int = DEFAULT_MAX_PAYLOAD) -> str:
     """JSON-encode ``value`` or raise PayloadError naming the problem and the limit."""
     try:
@@ -44,10 +49,15 @@ def decode_payload(raw: str | None) -> Any:
     return None if raw is None or raw == "" else orjson.loads(raw)
 
 
-def ms_to_datetime(raw: str | None) -> datetime | None:
-    if raw is None or raw == "":
-        return None
+@lru_cache(maxsize=4096)
+def _ms_datetime(raw: str) -> datetime:
+    # cached: the jobs of one claim share their claim time and lease deadline,
+    # and jobs added together often share their creation millisecond
     return datetime.fromtimestamp(int(raw) / 1000, tz=UTC)
+
+
+def ms_to_datetime(raw: str | None) -> datetime | None:
+    return None if raw is None or raw == "" else _ms_datetime(raw)
 
 
 def _int(raw: str | None, default: int = 0) -> int:
@@ -106,28 +116,33 @@ class Job:
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[str, str]) -> Job:
-        """Build a Job from the server hash (short field names)."""
-        state = State(h.get("s", "waiting"))
+        """Build a Job from the server hash (short field names).
+
+        Runs once per claimed job, so it reads each field with one lookup."""
+        get = h.get
+        raw_state = get("s", "waiting")
+        state = _STATES.get(raw_state) or State(raw_state)
+        active = state is State.ACTIVE
         return cls(
             id=job_id,
-            name=h.get("n", ""),
-            data=decode_payload(h.get("d")),
-            priority=_int(h.get("p")),
-            group=group_of(h.get("g", "")),
+            name=get("n", ""),
+            data=decode_payload(get("d")),
+            priority=_int(get("p")),
+            group=group_of(get("g", "")),
             state=state,
-            attempts=_int(h.get("a")),
-            max_attempts=_int(h.get("m"), 1),
-            score=_int(h.get("sc")),
-            created_at=ms_to_datetime(h.get("c")),
-            result=decode_payload(h.get("r")),
-            error=h.get("e") or None,
-            traceback=h.get("tb") or None,
-            stalls=_int(h.get("st")),
-            key=h.get("k") or None,
-            run_at=ms_to_datetime(h.get("at")),
-            finished_at=ms_to_datetime(h.get("f")),
-            progress=decode_payload(h.get("pg")),
-            lease_token=h.get("t") if state is State.ACTIVE else None,
-            lease_deadline=ms_to_datetime(h.get("l")) if state is State.ACTIVE else None,
-            claimed_at=ms_to_datetime(h.get("ca")),
+            attempts=_int(get("a")),
+            max_attempts=_int(get("m"), 1),
+            score=_int(get("sc")),
+            created_at=ms_to_datetime(get("c")),
+            result=decode_payload(get("r")),
+            error=get("e") or None,
+            traceback=get("tb") or None,
+            stalls=_int(get("st")),
+            key=get("k") or None,
+            run_at=ms_to_datetime(get("at")),
+            finished_at=ms_to_datetime(get("f")),
+            progress=decode_payload(get("pg")),
+            lease_token=get("t") if active else None,
+            lease_deadline=ms_to_datetime(get("l")) if active else None,
+            claimed_at=ms_to_datetime(get("ca")),
         )

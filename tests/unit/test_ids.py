@@ -76,3 +76,14 @@ def test_malformed_ids_are_refused_with_the_reason(bad: object, fragment: str) -
     with pytest.raises(InvalidId, match=re.escape(fragment)):
         ids.parse_id(bad)
     assert not ids.is_id(bad)
+
+
+def test_batch_minting_matches_single_ids_and_keeps_order() -> None:
+    before = ids.new_id()
+    batch = ids.new_ids(5000)  # more than one millisecond's counter: borrows ms
+    after = ids.new_id()
+    assert len(set(batch)) == 5000
+    assert [before, *batch, after] == sorted([before, *batch, after])
+    for job_id in batch[:200]:
+        value = ids.parse_id(job_id).int
+        assert ids.PREFIX + ids._encode(value) == job_id
