@@ -54,6 +54,14 @@ class Call(Generic[T]):
     args: Sequence[str] = ()
     command: tuple[str, ...] = ()
 
+    def wire(self, *, by_sha: bool = True) -> tuple[Any, ...]:
+        """The command to send: EVALSHA (or, after NOSCRIPT, EVAL with the source)
+        for a script call, else the plain command."""
+        if self.script is None:
+            return self.command
+        head = ("EVALSHA", self.script.sha) if by_sha else ("EVAL", self.script.source)
+        return (*head, len(self.keys), *self.keys, *self.args)
+
 
 @dataclass(frozen=True, slots=True)
 class LaneInfo:
@@ -188,37 +196,13 @@ class Engine:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         key: str | None = None,
+        job_id: str | None = None,
     ) -> NewJob:
-        """Check and encode one job; raises before anything is written."""
-        values = self._job_values(
-            name,
-            data,
-            priority=priority,
-            group=group,
-            delay=delay,
-            run_at=run_at,
-            max_attempts=max_attempts,
-            key=key,
-        )
-        job = NewJob(ids.new_id())
-        job.values = [job.id, *values]
-        return job
+        """Check and encode one job; raises before anything is written.
 
-    def _job_values(
-        self,
-        name: str,
-        data: Any = None,
-        *,
-        priority: int = 0,
-        group: str | None = None,
-        delay: float | None = None,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        key: str | None = None,
-    ) -> list[str]:
-        """The checked ARGV values of one job after its id (hot in bulk adds:
-        defaults skip their conversions; the queue's max_attempts was checked
-        when its options were built)."""
+        Hot in bulk adds (``job_id`` then comes from one batch of ids): defaults
+        skip their conversions, and the queue's max_attempts was checked when
+        its options were built."""
         check_job_name(name)
         tier = check_tier(priority)
         lane = lane_of(group)
@@ -229,16 +213,21 @@ class Engine:
         else:
             attempts = str(check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS))
         payload = encode_payload(data, limit=self.options.max_payload)
-        return [
-            name,
-            payload,
-            str(tier),
-            lane,
-            "-1" if delay is None else str(delay_ms(delay)),
-            "-1" if run_at is None else str(run_at_ms(run_at)),
-            attempts,
-            "" if key is None else check_key(key),
-        ]
+        job_id = job_id or ids.new_id()
+        return NewJob(
+            job_id,
+            [
+                job_id,
+                name,
+                payload,
+                str(tier),
+                lane,
+                "-1" if delay is None else str(delay_ms(delay)),
+                "-1" if run_at is None else str(run_at_ms(run_at)),
+                attempts,
+                "" if key is None else check_key(key),
+            ],
+        )
 
     def add_jobs(self, jobs: Iterable[NewJob]) -> Call[list[str]]:
         argv: list[str] = [self.options.ordering]
@@ -247,24 +236,19 @@ class Engine:
         return self._script("add", self._parse_add, *argv)
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> Call[list[str]]:
-        encoded = []
-        for i, item in enumerate(items):
+        batch = list(items)
+        jobs = []
+        for i, (item, job_id) in enumerate(zip(batch, ids.new_ids(len(batch)), strict=True)):
             if not isinstance(item, Mapping) or "name" not in item:
                 raise InvalidOption(f"add_many item {i} must be a mapping with a 'name'")
             size = len(item)
             if size == 1 or (size == 2 and "data" in item):  # the common shape: no copy
-                encoded.append(self._job_values(item["name"], item.get("data")))
+                jobs.append(self.new_job(item["name"], item.get("data"), job_id=job_id))
             else:
                 fields = dict(item)
-                encoded.append(
-                    self._job_values(fields.pop("name"), fields.pop("data", None), **fields)
-                )
-        # ids are minted together, once every item passed its checks
-        argv: list[str] = [self.options.ordering]
-        for job_id, values in zip(ids.new_ids(len(encoded)), encoded, strict=True):
-            argv.append(job_id)
-            argv += values
-        return self._script("add", self._parse_add, *argv)
+                name, data = fields.pop("name"), fields.pop("data", None)
+                jobs.append(self.new_job(name, data, job_id=job_id, **fields))
+        return self.add_jobs(jobs)
 
     def _parse_add(self, reply: Any) -> list[str]:
         if isinstance(reply, int):

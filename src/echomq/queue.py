@@ -39,14 +39,10 @@ class Queue(QueueShell[connection.AsyncClient]):
 
     async def _send(self, call: Call[T]) -> T:
         client = await self.client()
-        if call.script is None:
-            reply = await client.execute_command(*call.command)
-        else:
-            s = call.script
-            try:
-                reply = await client.evalsha(s.sha, len(call.keys), *call.keys, *call.args)
-            except NoScriptError:
-                reply = await client.eval(s.source, len(call.keys), *call.keys, *call.args)
+        try:
+            reply = await client.execute_command(*call.wire())
+        except NoScriptError:  # first use on this server, or after a restart or failover
+            reply = await client.execute_command(*call.wire(by_sha=False))
         return call.parse(reply)
 
     async def _send_add(self, call: Call[list[str]], durable: bool | None) -> list[str]:

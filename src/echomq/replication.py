@@ -120,12 +120,9 @@ def send_and_wait_sync(client: SyncClient, call: Call[Any], timeout: float) -> t
 
 
 def _commands(call: Call[Any], timeout: float, *, by_sha: bool) -> list[tuple[Any, ...]]:
-    script = call.script
-    if script is None:
+    if call.script is None:
         raise ValueError("only script calls can be made durable")
-    head = ("EVALSHA", script.sha) if by_sha else ("EVAL", script.source)
-    run = (*head, len(call.keys), *call.keys, *call.args)
-    return [run, ("WAIT", REPLICAS, round(timeout * 1000))]
+    return [call.wire(by_sha=by_sha), ("WAIT", REPLICAS, round(timeout * 1000))]
 
 
 def _pipeline(client: redis.Redis, call: Call[Any], timeout: float) -> Replies:

@@ -30,14 +30,10 @@ class SyncQueue(QueueShell[connection.SyncClient]):
 
     def _send(self, call: Call[T]) -> T:
         client = self.client()
-        if call.script is None:
-            reply = client.execute_command(*call.command)  # type: ignore[no-untyped-call]
-        else:
-            s = call.script
-            try:
-                reply = client.evalsha(s.sha, len(call.keys), *call.keys, *call.args)
-            except NoScriptError:
-                reply = client.eval(s.source, len(call.keys), *call.keys, *call.args)
+        try:
+            reply = client.execute_command(*call.wire())  # type: ignore[no-untyped-call]
+        except NoScriptError:  # first use on this server, or after a restart or failover
+            reply = client.execute_command(*call.wire(by_sha=False))  # type: ignore[no-untyped-call]
         return call.parse(reply)
 
     def _send_add(self, call: Call[list[str]], durable: bool | None) -> list[str]:

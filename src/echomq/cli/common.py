@@ -108,6 +108,20 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
 
 
+def watch_options(func: F) -> F:
+    """Add ``--watch`` and ``--interval``: redraw until Ctrl-C."""
+    func = click.option(
+        "--interval",
+        "-n",
+        type=click.FloatRange(min=0.1),
+        default=1.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Seconds between refreshes with --watch.",
+    )(func)
+    return click.option("--watch", "-w", is_flag=True, help="Refresh until Ctrl-C.")(func)
+
+
 @contextmanager
 def open_queue(name: str, url: str | None) -> Iterator[SyncQueue]:
     """A SyncQueue on ``url`` (None: ECHOMQ_URL, else the embedded Valkey), closed after."""

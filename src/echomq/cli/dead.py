@@ -175,6 +175,27 @@ def _targets(
     raise click.UsageError("say which jobs: job ids, --name/--group filters, or --all")
 
 
+def selection_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The job selection of retry and purge: ids, filters, --all and --limit."""
+
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option(
+            "--limit",
+            "-l",
+            type=click.IntRange(1, 100_000),
+            default=1000,
+            show_default=True,
+            help=f"Most jobs to {verb}.",
+        )(command)
+        command = click.option(
+            "--all", "all_", is_flag=True, help="All dead jobs (up to --limit, oldest first)."
+        )(command)
+        command = filter_options(command)
+        return click.argument("job_ids", nargs=-1, metavar="[JOB_ID]...")(command)
+
+    return apply
+
+
 def _report(verb: str, wanted: list[str] | None, done: list[str]) -> None:
     click.echo(f"{verb} {len(done)} dead job{'s' if len(done) != 1 else ''}")
     missing = [job_id for job_id in wanted or () if job_id not in set(done)]
@@ -183,17 +204,7 @@ def _report(verb: str, wanted: list[str] | None, done: list[str]) -> None:
 
 
 @dead.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("job_ids", nargs=-1, metavar="[JOB_ID]...")
-@filter_options
-@click.option("--all", "all_", is_flag=True, help="All dead jobs (up to --limit, oldest first).")
-@click.option(
-    "--limit",
-    "-l",
-    type=click.IntRange(1, 100_000),
-    default=1000,
-    show_default=True,
-    help="Most jobs to move.",
-)
+@selection_options("move")
 @queue_options
 def retry(
     job_ids: tuple[str, ...],
@@ -221,17 +232,7 @@ def retry(
 
 
 @dead.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("job_ids", nargs=-1, metavar="[JOB_ID]...")
-@filter_options
-@click.option("--all", "all_", is_flag=True, help="All dead jobs (up to --limit, oldest first).")
-@click.option(
-    "--limit",
-    "-l",
-    type=click.IntRange(1, 100_000),
-    default=1000,
-    show_default=True,
-    help="Most jobs to delete.",
-)
+@selection_options("delete")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @queue_options
 def purge(

@@ -29,6 +29,7 @@ from echomq.cli.common import (
     parse_group,
     percent,
     queue_options,
+    watch_options,
 )
 from echomq.engine import LaneInfo, QueueStats
 from echomq.keys import lane_of
@@ -87,16 +88,7 @@ def _json_line(value: Any) -> None:
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @json_option
-@click.option("--watch", "-w", is_flag=True, help="Refresh until Ctrl-C.")
-@click.option(
-    "--interval",
-    "-n",
-    type=click.FloatRange(min=0.1),
-    default=1.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Seconds between refreshes with --watch.",
-)
+@watch_options
 @queue_options
 def stats(as_json: bool, watch: bool, interval: float, queue: str, url: str | None) -> None:
     """Counts of jobs per state and waiting jobs per lane.
@@ -203,16 +195,7 @@ def _lanes_snapshot(q: SyncQueue, limit: int) -> tuple[list[dict[str, Any]], dic
     show_default=True,
     help="Most lanes to list.",
 )
-@click.option("--watch", "-w", is_flag=True, help="Refresh until Ctrl-C.")
-@click.option(
-    "--interval",
-    "-n",
-    type=click.FloatRange(min=0.1),
-    default=1.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Seconds between refreshes with --watch.",
-)
+@watch_options
 @queue_options
 def lanes(
     as_json: bool, limit: int, watch: bool, interval: float, queue: str, url: str | None
