@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
+import orjson
+
 from echomq import ids
 from echomq.errors import (
     SCRIPT_ERRORS,
@@ -123,10 +125,10 @@ class MaintenanceReport:
 
 @dataclass(slots=True)
 class NewJob:
-    """A job to add, checked and encoded (the nine ARGV values of add-12.lua)."""
+    """A job to add, checked and encoded (one entry of add-12.lua's job array)."""
 
     id: str
-    values: list[str] = field(default_factory=list)
+    values: list[str | int] = field(default_factory=list)
 
 
 def _ms(raw: Any) -> datetime | None:
@@ -179,7 +181,7 @@ class Engine:
         self.keys = QueueKeys(queue)
         self._fixed = self.keys.fixed()
         self._block = [self.keys.prefix, *options.script_block()]
-        self._default_attempts = str(options.max_attempts)
+        self._default_attempts = options.max_attempts
 
     def _script(self, name: str, parse: Callable[[Any], T], *args: str) -> Call[T]:
         return Call(parse=parse, script=script(name), keys=self._fixed, args=[*self._block, *args])
@@ -211,7 +213,7 @@ class Engine:
         if max_attempts is None:
             attempts = self._default_attempts
         else:
-            attempts = str(check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS))
+            attempts = check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
         payload = encode_payload(data, limit=self.options.max_payload)
         job_id = job_id or ids.new_id()
         return NewJob(
@@ -220,20 +222,18 @@ class Engine:
                 job_id,
                 name,
                 payload,
-                str(tier),
+                tier,
                 lane,
-                "-1" if delay is None else str(delay_ms(delay)),
-                "-1" if run_at is None else str(run_at_ms(run_at)),
+                -1 if delay is None else delay_ms(delay),
+                -1 if run_at is None else run_at_ms(run_at),
                 attempts,
                 "" if key is None else check_key(key),
             ],
         )
 
     def add_jobs(self, jobs: Iterable[NewJob]) -> Call[list[str]]:
-        argv: list[str] = [self.options.ordering]
-        for job in jobs:
-            argv.extend(job.values)
-        return self._script("add", self._parse_add, *argv)
+        packed = orjson.dumps([job.values for job in jobs]).decode()
+        return self._script("add", self._parse_add, self.options.ordering, packed)
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> Call[list[str]]:
         batch = list(items)

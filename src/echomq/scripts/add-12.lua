@@ -3,10 +3,11 @@
 -- KEYS: the twelve fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
--- ARGV[8..]   nine values per job:
---             id, name, data (JSON), tier, lane ("" = default),
---             delay_ms (-1 = none), run_at_ms (-1 = none), max_attempts,
---             idempotency key ("" = none)
+-- ARGV[8]     the jobs, one JSON array of arrays (one string, so a batch of
+--             thousands costs the client one argument, not nine per job):
+--             [id, name, data (JSON text), tier, lane ("" = default),
+--              delay_ms (-1 = none), run_at_ms (-1 = none), max_attempts,
+--              idempotency key ("" = none)]
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
 --          idempotency key is still alive; a job whose id exists already is
@@ -28,10 +29,13 @@ elseif stored ~= requested then
 end
 
 local now = now_ms()
+local created_at = fmt(now)
+local jobs = cjson.decode(ARGV[8])
+if requested ~= "mint" then reserve_arrivals(#jobs) end
 local ids = {}
 local created = 0
-for i = 8, #ARGV, 9 do
-  local id, key = ARGV[i], ARGV[i + 8]
+for i, job in ipairs(jobs) do
+  local id, key = job[1], job[9]
   local existing = nil
   if key ~= "" then
     existing = redis.call("GET", idem_key(key))
@@ -39,38 +43,31 @@ for i = 8, #ARGV, 9 do
   end
   if not existing and redis.call("EXISTS", job_key(id)) == 1 then existing = id end
   if existing then
-    ids[#ids + 1] = existing
+    ids[i] = existing
   else
-    local tier, lane = tonumber(ARGV[i + 3]), ARGV[i + 4]
-    local delay, run_at = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+    local tier, lane, delay, run_at = job[4], job[5], job[6], job[7]
     local fire = -1
     if run_at >= 0 then fire = run_at elseif delay > 0 then fire = now + delay end
-    local jk = job_key(id)
-    local fields = {"n", ARGV[i + 1], "d", ARGV[i + 2], "p", ARGV[i + 3], "g", lane,
-      "a", 0, "m", ARGV[i + 7], "c", fmt(now)}
+    local fields = {"n", job[2], "d", job[3], "p", tier, "g", lane, "a", 0, "m", job[8],
+      "c", created_at}
     if key ~= "" then
-      fields[#fields + 1] = "k"
-      fields[#fields + 1] = key
+      fields[15], fields[16] = "k", key
       redis.call("SET", idem_key(key), id)
     end
-    local score = nil
+    local n = #fields
     if fire > now then
-      fields[#fields + 1] = "s"
-      fields[#fields + 1] = "delayed"
-      fields[#fields + 1] = "at"
-      fields[#fields + 1] = fmt(fire)
+      local at = fmt(fire)
+      fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "delayed", "at", at
       ring_if_earliest(fire)
-      redis.call("ZADD", K_DELAYED, fmt(fire), id)
+      redis.call("ZADD", K_DELAYED, at, id)
+      redis.call("HSET", job_key(id), unpack(fields))
     else
-      score = arrival_score(requested, tier)
-      fields[#fields + 1] = "s"
-      fields[#fields + 1] = "waiting"
-      fields[#fields + 1] = "sc"
-      fields[#fields + 1] = fmt(score)
+      local score = fmt(arrival_score(requested, tier))
+      fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "waiting", "sc", score
+      redis.call("HSET", job_key(id), unpack(fields))
+      enter_lane(lane, id, score)
     end
-    redis.call("HSET", jk, unpack(fields))
-    if score then enter_lane(lane, id, score) end
-    ids[#ids + 1] = id
+    ids[i] = id
     created = created + 1
   end
 end

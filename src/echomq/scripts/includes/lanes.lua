@@ -18,8 +18,9 @@ local function enter_lane(lane, id, score)
     pending[lane] = buf
     pending_order[#pending_order + 1] = lane
   end
-  buf[#buf + 1] = fmt(score)
-  buf[#buf + 1] = id
+  local n = #buf
+  buf[n + 1] = type(score) == "string" and score or fmt(score)
+  buf[n + 2] = id
   waiting_delta = waiting_delta + 1
 end
 
@@ -99,9 +100,26 @@ local function renumber()
   return #entries
 end
 
+-- Counters reserved by reserve_arrivals and not yet handed out: next..last.
+local reserved_next, reserved_last = 1, 0
+
+-- Take k arrival counters with one write (a batch of adds); counters that end
+-- up unused leave gaps, which keep the order. Renumbers first if k would pass
+-- the limit.
+local function reserve_arrivals(k)
+  local cur = tonumber(redis.call("GET", K_COUNTER) or "0")
+  if cur + k > MAX_COUNTER then cur = renumber() end
+  redis.call("SET", K_COUNTER, cur + k)
+  reserved_next, reserved_last = cur + 1, cur + k
+end
+
 -- The lane score of a job that becomes waiting now.
 local function arrival_score(order, tier)
   if order == "mint" then return tier * TIER_UNIT end
+  if reserved_next <= reserved_last then
+    reserved_next = reserved_next + 1
+    return tier * TIER_UNIT + reserved_next - 1
+  end
   local c = redis.call("INCR", K_COUNTER)
   if c > MAX_COUNTER then
     c = renumber() + 1
