@@ -24,7 +24,7 @@ from echomq.errors import (
     OrderingMismatch,
     raise_for_code,
 )
-from echomq.job import Job, State, encode_payload
+from echomq.job import Job, State, encode_payload, ms_to_datetime
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
 from echomq.options import (
     MAX_ATTEMPTS,
@@ -153,6 +153,14 @@ def _jobs(reply: Sequence[Sequence[str]]) -> list[Job]:
     return [Job.from_hash(entry[0], _fields_after_id(entry)) for entry in reply]
 
 
+def _claimed(reply: Sequence[Any]) -> list[Job]:
+    """Jobs from claim-12.lua's reply: deadline, claim time, then one row per job."""
+    if not reply:
+        return []
+    deadline, claimed_at = ms_to_datetime(str(reply[0])), ms_to_datetime(str(reply[1]))
+    return [Job.from_claim(row, deadline, claimed_at) for row in reply[2:]]
+
+
 def _check_code(reply: Any, detail: str) -> Any:
     if isinstance(reply, int) and reply < 0:
         raise_for_code(reply, detail)
@@ -262,7 +270,7 @@ class Engine:
     def claim(self, n: int, lease: float) -> Call[list[Job]]:
         check_int("claim n", n, 1, MAX_CLAIM)
         lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
-        return self._script("claim", _jobs, str(n), str(max(1, round(lease_s * 1000))))
+        return self._script("claim", _claimed, str(n), str(max(1, round(lease_s * 1000))))
 
     def complete(self, job: Job, result: Any = None) -> Call[datetime | None]:
         detail = f"job {job.id}: complete refused"

@@ -1,12 +1,13 @@
 """The Job record, its states, and how payloads are encoded and limited.
 
-A job lives in one compact hash (``emq:{Q}:job:<id>``); ``FIELDS`` maps the
-short field names stored on the server to the attributes of :class:`Job`.
+A job lives in one compact hash (``emq:{Q}:job:<id>``) with short field
+names; :meth:`Job.from_hash` maps them to the attributes of :class:`Job`, and
+:meth:`Job.from_claim` reads the positional rows a claim returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -142,7 +143,39 @@ class Job:
             run_at=ms_to_datetime(get("at")),
             finished_at=ms_to_datetime(get("f")),
             progress=decode_payload(get("pg")),
-            lease_token=get("t") if active else None,
+            lease_token=get("cl") if active else None,
             lease_deadline=ms_to_datetime(get("l")) if active else None,
             claimed_at=ms_to_datetime(get("ca")),
+        )
+
+    @classmethod
+    def from_claim(
+        cls, row: Sequence[Any], deadline: datetime | None, claimed_at: datetime | None
+    ) -> Job:
+        """Build a just-claimed Job from one claim-12.lua row: the id, then the
+        fields n d p g a m sc c e tb st k at pg cl in that order (None = unset).
+
+        Runs once per claimed job: positional, with no dict built."""
+        (job_id, name, data, tier, lane, attempts, max_attempts, score, created,
+         error, tb, stalls, key, at, progress, claims) = row  # fmt: skip
+        return cls(
+            id=job_id,
+            name=name or "",
+            data=decode_payload(data),
+            priority=_int(tier),
+            group=group_of(lane or ""),
+            state=State.ACTIVE,
+            attempts=int(attempts),
+            max_attempts=_int(max_attempts, 1),
+            score=_int(score),
+            created_at=ms_to_datetime(created),
+            error=error or None,
+            traceback=tb or None,
+            stalls=_int(stalls),
+            key=key or None,
+            run_at=ms_to_datetime(at),
+            progress=decode_payload(progress),
+            lease_token=str(claims),
+            lease_deadline=deadline,
+            claimed_at=claimed_at,
         )

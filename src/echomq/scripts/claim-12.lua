@@ -6,10 +6,15 @@
 -- ARGV[7]     n: most jobs to claim (>= 1)
 -- ARGV[8]     lease_ms: lease length
 --
--- Returns: a list with one entry per claimed job, in claim order:
---          {id, field1, value1, field2, value2, ...}: the job hash, with the
---          fields the claim changed appended (a later field wins); empty when
---          nothing is waiting or the queue is paused.
+-- Returns: {} when nothing is waiting or the queue is paused, else
+--          {lease deadline (ms), claim time (ms), job1, job2, ...} in claim
+--          order, each job a list of CLAIM_FIELDS values in that order
+--          (engine.CLAIM_FIELDS reads them), nil where a field is unset, with
+--          the attempt and claim counts this claim set.
+--
+-- A lane's jobs for one turn are popped with one ZPOPMIN (the whole call's
+-- share when the lane is alone in the ring): the turn bookkeeping below is
+-- the same as popping them one at a time.
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -36,59 +41,68 @@ local head = nil                -- the ring's head, read again only after it cha
 local weight_of = {}            -- weights read once per call
 local served = {}
 local active = {}               -- deadline, id pairs for one ZADD
-local out = {}
+local out = {deadline, claimed_at}
 
--- Lease one job: one read and one write of its hash.
+-- Lease one job: one read and one write of its hash. The fields read are
+-- CLAIM_FIELDS: n d p g a m sc c e tb st k at pg cl (positions 5 and 15 are
+-- the attempt and claim counts, returned as this claim sets them).
 local function lease(id)
   local jk = job_key(id)
-  local h = redis.call("HGETALL", jk)
-  local attempts, claims = 0, 0
-  for i = 1, #h, 2 do
-    if h[i] == "a" then attempts = tonumber(h[i + 1])
-    elseif h[i] == "cl" then claims = tonumber(h[i + 1]) end
-  end
-  attempts, claims = attempts + 1, claims + 1
-  local changed = {"s", "active", "a", attempts, "cl", claims, "l", deadline, "t", claims,
-    "ca", claimed_at}
-  redis.call("HSET", jk, unpack(changed))
-  for _, v in ipairs(changed) do h[#h + 1] = tostring(v) end
+  local h = redis.call("HMGET", jk, "n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st",
+    "k", "at", "pg", "cl")
+  local attempts, claims = (tonumber(h[5]) or 0) + 1, (tonumber(h[15]) or 0) + 1
+  redis.call("HSET", jk, "s", "active", "a", attempts, "cl", claims, "l", deadline,
+    "ca", claimed_at)
+  h[5], h[15] = attempts, claims
   table.insert(h, 1, id)
   active[#active + 1] = deadline
   active[#active + 1] = id
-  return h
+  out[#out + 1] = h
 end
 
-for _ = 1, n do
-  if ring_len == 0 then break end
+local remaining = n
+while remaining > 0 and ring_len > 0 do
   head = head or redis.call("LINDEX", K_RING, 0)
   local lane = head
-  if lane ~= turn_lane or not left then
-    -- a new turn: the weight is read now, so a changed weight applies from here
-    turn_lane = lane
-    if not weight_of[lane] then
-      weight_of[lane] = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
-    end
-    left = weight_of[lane]
+  -- the weight is read once per call, so a changed weight applies from the
+  -- next turn on
+  local weight = weight_of[lane]
+  if not weight then
+    weight = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
+    weight_of[lane] = weight
   end
+  if lane ~= turn_lane or not left then turn_lane, left = lane, weight end
+  local take = remaining
+  if ring_len > 1 and left < take then take = left end
   local lk = lane_key(lane)
-  local id = redis.call("ZPOPMIN", lk)[1]
-  left = left - 1
-  served[lane] = (served[lane] or 0) + 1
-  if redis.call("EXISTS", lk) == 0 then
+  local popped = redis.call("ZPOPMIN", lk, take)
+  local got = #popped / 2
+  for i = 1, #popped, 2 do lease(popped[i]) end
+  remaining = remaining - got
+  served[lane] = (served[lane] or 0) + got
+  if got < take or redis.call("EXISTS", lk) == 0 then
     redis.call("LPOP", K_RING)
     ring_len, head = ring_len - 1, nil
     served[lane] = false
     redis.call("HDEL", K_SERVED, lane)
     turn_lane, left = false, nil
-  elseif left <= 0 then
+  elseif got < left then
+    left = left - got           -- the turn goes on
+  else
+    -- the turn ran out (alone in the ring: got - left further pops made up
+    -- whole turns of this lane, the last perhaps still going on)
+    local beyond = (got - left) % weight
     if ring_len > 1 then
       redis.call("LMOVE", K_RING, K_RING, "LEFT", "RIGHT")
       head = nil
     end
-    turn_lane, left = false, nil
+    if ring_len == 1 and beyond > 0 then
+      left = weight - beyond
+    else
+      turn_lane, left = false, nil
+    end
   end
-  out[#out + 1] = lease(id)
-  waiting_delta = waiting_delta - 1
+  waiting_delta = waiting_delta - got
 end
 
 if #active > 0 then call_chunked("ZADD", K_ACTIVE, active, 2) end
@@ -101,4 +115,5 @@ for lane, count in pairs(served) do
   if count then redis.call("HINCRBY", K_SERVED, lane, count) end
 end
 flush_waiting()
+if #out == 2 then return {} end
 return out

@@ -4,7 +4,7 @@
 -- expired by the server clock.
 local function check_lease(id, token, now)
   local jk = job_key(id)
-  local f = redis.call("HMGET", jk, "s", "t", "l", "k")
+  local f = redis.call("HMGET", jk, "s", "cl", "l", "k")
   if not f[1] then return nil, E_NOT_FOUND end
   if f[1] ~= "active" or f[2] ~= token or tonumber(f[3]) <= now then
     return nil, E_LEASE_LOST
@@ -15,7 +15,7 @@ end
 -- A retry of a call whose reply was lost: the job was already finished by
 -- this very lease (same token). Returns the job's fields {state, time} or nil.
 local function finished_by(id, token, states)
-  local f = redis.call("HMGET", job_key(id), "s", "t", "f", "at")
+  local f = redis.call("HMGET", job_key(id), "s", "cl", "f", "at")
   if f[2] == token and states[f[1]] then return f end
   return nil
 end
