@@ -282,23 +282,32 @@ class Engine:
             args=many.args,
         )
 
-    def complete_many(self, items: Sequence[tuple[Job, Any]]) -> Call[list[EchoMQError | None]]:
+    def complete_many(
+        self, items: Sequence[tuple[Job, Any]], *, encoded: bool = False
+    ) -> Call[list[EchoMQError | None]]:
         """Complete several jobs in one call; each entry of the reply is None when
-        recorded, else the error (LeaseLost, JobNotFound) for that job."""
+        recorded, else the error (LeaseLost, JobNotFound) for that job.
+
+        ``encoded``: the results are JSON text already, checked by the caller
+        (the worker checks each as its handler returns)."""
         if not items:
             raise InvalidOption("complete_many needs at least one (job, result) pair")
-        argv: list[str] = []
-        for job, result in items:
-            argv += [
-                job.id,
-                _lease_of(job),
-                encode_payload(result, what="result", limit=self.options.max_payload),
+        limit = self.options.max_payload
+        packed = orjson.dumps(
+            [
+                (
+                    job.id,
+                    _lease_of(job),
+                    result if encoded else encode_payload(result, what="result", limit=limit),
+                )
+                for job, result in items
             ]
+        ).decode()
 
         def parse(reply: Any) -> list[EchoMQError | None]:
             return [_error_for(code, job.id) for code, (job, _) in zip(reply, items, strict=True)]
 
-        return self._script("completeMany", parse, *argv)
+        return self._script("completeMany", parse, packed)
 
     def fail(
         self,

@@ -428,6 +428,37 @@ async def test_completed_hook_may_be_async_and_a_raising_hook_is_harmless(aq: Qu
     assert seen == [(first, "a"), (second, "b")]
 
 
+async def test_a_slot_frees_when_the_handler_returns_not_when_its_outcome_is_recorded(
+    aq: Queue,
+) -> None:
+    # concurrency 1, and the first job's on_completed (which runs after its
+    # outcome is recorded) waits for the second job's handler: it can only
+    # start if the slot was freed when the first handler returned
+    second_started = asyncio.Event()
+    running_now, most = 0, 0
+
+    async def work(job: Job) -> None:
+        nonlocal running_now, most
+        running_now += 1
+        most = max(most, running_now)
+        if job.data == 2:
+            second_started.set()
+        await asyncio.sleep(0.01)
+        running_now -= 1
+
+    async def on_completed(job: Job) -> None:
+        if job.data == 1:
+            await asyncio.wait_for(second_started.wait(), 5)
+
+    worker = Worker(aq, {"work": work}, concurrency=1, on_completed=on_completed)
+    async with running(worker):
+        first, second = await aq.add_many([{"name": "work", "data": i} for i in (1, 2)])
+        await job_in(aq, second, State.COMPLETED)
+        assert (await job_in(aq, first, State.COMPLETED)).state is State.COMPLETED
+        assert worker.in_flight <= 2
+    assert most == 1  # still never two handlers at once
+
+
 @pytest.mark.parametrize("kind", ["async", "sync"])
 async def test_progress_is_visible_while_the_handler_runs(aq: Queue, kind: str) -> None:
     finish = threading.Event()

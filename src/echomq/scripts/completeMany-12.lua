@@ -3,7 +3,8 @@
 --
 -- KEYS: the twelve fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
--- ARGV[7..]   three values per job: id, lease token the caller holds, result (JSON)
+-- ARGV[7]     the jobs, one JSON array of [id, lease token the caller holds,
+--             result (JSON text)]
 --
 -- Returns: one value per job, in order: the finish time (ms) when recorded,
 --          E_NOT_FOUND (-1) if the job does not exist,
@@ -20,11 +21,11 @@ local now = now_ms()
 local stamp = fmt(now)
 local out = {}
 local done_ids, done_pairs = {}, {}
-for i = 7, #ARGV, 3 do
-  local id = ARGV[i]
-  local jk, key_or_err = check_lease(id, ARGV[i + 1], now)
+for _, item in ipairs(cjson.decode(ARGV[7])) do
+  local id, token = item[1], item[2]
+  local jk, key_or_err = check_lease(id, token, now)
   if jk then
-    redis.call("HSET", jk, "s", "completed", "r", ARGV[i + 2], "f", stamp)
+    redis.call("HSET", jk, "s", "completed", "r", item[3], "f", stamp)
     expire_idem(key_or_err, OPT.keep_completed_ms)
     done_ids[#done_ids + 1] = id
     done_pairs[#done_pairs + 1] = stamp
@@ -32,7 +33,7 @@ for i = 7, #ARGV, 3 do
     out[#out + 1] = now
   else
     -- a retried call whose first reply was lost: the same lease already completed it
-    local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[i + 1], {completed = true})
+    local done = key_or_err == E_LEASE_LOST and finished_by(id, token, {completed = true})
     out[#out + 1] = done and tonumber(done[3]) or key_or_err
   end
 end

@@ -19,7 +19,7 @@ from echomq.queue import Queue
 #: most completions in one call, so no script runs long.
 MAX_BATCH = 500
 
-_Pending = tuple[Job, Any, "asyncio.Future[None]"]
+_Pending = tuple[Job, str, "asyncio.Future[None]"]  # job, result as JSON text, caller
 
 
 class CompletionBatcher:
@@ -32,10 +32,10 @@ class CompletionBatcher:
 
     async def complete(self, job: Job, result: Any) -> None:
         """Record ``result``; raises LeaseLost, JobNotFound, PayloadError or a transient error."""
-        # checked here so one bad result cannot fail the whole batch
-        encode_payload(result, what="result", limit=self._queue.options.max_payload)
+        # encoded here, once, so one bad result cannot fail the whole batch
+        text = encode_payload(result, what="result", limit=self._queue.options.max_payload)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((job, result, future))
+        self._pending.append((job, text, future))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send_all(), name="echomq-completions")
         await future
@@ -52,15 +52,18 @@ class CompletionBatcher:
 
     async def _send(self, batch: list[_Pending]) -> None:
         held = []
-        for job, result, future in batch:
+        for job, text, future in batch:
             if job.lease_token is None:  # released at shutdown meanwhile
                 _settle(future, LeaseLost(f"job {job.id}: complete refused, lease released"))
             else:
-                held.append((job, result, future))
+                held.append((job, text, future))
         if not held:
             return
         try:
-            errors = await self._queue.complete_many([(job, result) for job, result, _ in held])
+            call = self._queue.engine.complete_many(
+                [(job, text) for job, text, _ in held], encoded=True
+            )
+            errors = await self._queue._send(call)
         except Exception as exc:  # the whole call failed: every caller sees it (and may retry)
             for _, _, future in held:
                 _settle(future, exc)

@@ -101,6 +101,7 @@ class Runtime:
     completions: CompletionBatcher
     threads: DaemonThreads
     loop: asyncio.AbstractEventLoop
+    handler_done: Callable[[], None]  # a handler returned or raised: its slot is free
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +146,7 @@ class Execution:
         self.abandoned = False
         self._rt = runtime
         self._thread: int | None = None  # ident of the thread running a sync handler
+        self.handling = True  # the handler has not finished yet (it holds a slot)
         self.task: asyncio.Task[None] = runtime.loop.create_task(
             self._run(), name=f"echomq-job-{job.id}"
         )
@@ -159,6 +161,13 @@ class Execution:
         self.abandoned = True
         self.task.cancel()
 
+    def free_slot(self) -> None:
+        """The handler is done: the worker may claim the next job while this
+        one's outcome is being recorded (once per execution)."""
+        if self.handling:
+            self.handling = False
+            self._rt.handler_done()
+
     async def _run(self) -> None:
         hb = self._rt.heartbeat
         hb.add(self.job)
@@ -172,6 +181,7 @@ class Execution:
         finally:
             hb.discard(self.job)  # before recording: see Heartbeat.discard
             self.job._progress_sink = None
+            self.free_slot()
         if outcome is None:
             log.warning("job %s: lease lost while running; outcome not recorded", self.job.id)
             await self._rt.hooks.fire(self._rt.hooks.on_stalled, self.job)
@@ -191,6 +201,11 @@ class Execution:
                 retry=False,
             )
         self.job._progress_sink = self._report_progress
+        if self._rt.timeout is None:  # no timer to arm
+            try:
+                return Completed(await self._call(handler))
+            except Exception as exc:
+                return describe(exc)
         deadline = asyncio.timeout(self._rt.timeout)
         try:
             async with deadline:

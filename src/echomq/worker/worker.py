@@ -125,7 +125,9 @@ class Worker:
 
     @property
     def in_flight(self) -> int:
-        """How many jobs this worker holds right now."""
+        """How many jobs this worker holds right now: running, or finished and
+        being recorded (at most ``2 × concurrency``; at most ``concurrency``
+        handlers run at once)."""
         return 0 if self._session is None else len(self._session.executions)
 
     def stop(self, *, immediate: bool = False) -> None:
@@ -216,6 +218,7 @@ class _Session:
         self.stopping = asyncio.Event()
         self.immediate = asyncio.Event()
         self.executions: dict[str, Execution] = {}
+        self.handling = 0  # executions whose handler has not finished
         self.slot_freed = asyncio.Event()
         queue = worker.queue
         self.maintenance = Maintenance(queue, worker.maintenance_interval)
@@ -236,6 +239,7 @@ class _Session:
             self.completions,
             self.threads,
             loop,
+            self._handler_done,
         )
 
     def request_stop(self, immediate: bool) -> None:
@@ -283,8 +287,12 @@ class _Session:
                 await _until(asyncio.sleep(pause), self.stopping)
 
     async def _fetch_once(self) -> None:
-        free = self.worker.concurrency - len(self.executions)
-        if free <= 0:
+        # a slot is a running handler: a job whose outcome is still being
+        # recorded holds none, so the next claim overlaps that round trip (at
+        # most `concurrency` such jobs wait on top, so nothing piles up)
+        concurrency = self.worker.concurrency
+        free = concurrency - self.handling
+        if free <= 0 or len(self.executions) >= 2 * concurrency:
             self.slot_freed.clear()
             await _until(self.slot_freed.wait(), self.stopping)
             return
@@ -297,12 +305,19 @@ class _Session:
             await _until(self.fetcher.wait_for_work(), self.stopping)
 
     def _start(self, job: Job) -> None:
+        self.handling += 1
         execution = Execution(self.runtime, job)
         self.executions[job.id] = execution
         execution.task.add_done_callback(lambda task: self._finished(job.id, task))
 
+    def _handler_done(self) -> None:
+        self.handling -= 1
+        self.slot_freed.set()
+
     def _finished(self, job_id: str, task: asyncio.Task[None]) -> None:
-        self.executions.pop(job_id, None)
+        execution = self.executions.pop(job_id, None)
+        if execution is not None:
+            execution.free_slot()  # a task cancelled before its handler began
         self.slot_freed.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("job %s: unexpected error in the worker", job_id, exc_info=task.exception())
