@@ -48,13 +48,16 @@ for i, job in ipairs(jobs) do
     local tier, lane, delay, run_at = job[4], job[5], job[6], job[7]
     local fire = -1
     if run_at >= 0 then fire = run_at elseif delay > 0 then fire = now + delay end
-    local fields = {"n", job[2], "d", job[3], "p", tier, "g", lane, "a", 0, "m", job[8],
-      "c", created_at}
+    -- unset fields read as their defaults: a (attempts) 0, g (lane) the default lane
+    local fields = {"n", job[2], "d", job[3], "p", tier, "m", job[8], "c", created_at}
+    local n = 10
+    if lane ~= "" then
+      fields[n + 1], fields[n + 2], n = "g", lane, n + 2
+    end
     if key ~= "" then
-      fields[15], fields[16] = "k", key
+      fields[n + 1], fields[n + 2], n = "k", key, n + 2
       redis.call("SET", idem_key(key), id)
     end
-    local n = #fields
     if fire > now then
       local at = fmt(fire)
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "delayed", "at", at

@@ -16,6 +16,7 @@ local id = ARGV[7]
 local jk = job_key(id)
 local f = redis.call("HMGET", jk, "s", "g")
 if not f[1] then return 0 end
+f[2] = f[2] or ""  -- the default lane is not stored
 if f[1] == "waiting" then
   local lk = lane_key(f[2])
   if redis.call("ZREM", lk, id) == 1 then

@@ -26,7 +26,7 @@ for _, id in ipairs(ids) do
     redis.call("HSET", jk, "s", "waiting", "sc", fmt(score), "a", 0, "st", 0)
     redis.call("HDEL", jk, "f", "at")
     if f[3] then redis.call("PERSIST", idem_key(f[3])) end
-    enter_lane(f[2], id, score)
+    enter_lane(f[2] or "", id, score)
     moved[#moved + 1] = id
   end
 end
