@@ -151,8 +151,11 @@ async def _serve_with_loop(
 class Extras:
     """The echomq-only figures, on one private server."""
 
-    def __init__(self, url: str, label: str, *, quick: bool, runs: int) -> None:
+    def __init__(
+        self, url: str, label: str, *, quick: bool, runs: int, unix_url: str | None = None
+    ) -> None:
         self.url = url
+        self.unix_url = unix_url
         self.label = label
         self.quick = quick
         self.runs = runs
@@ -271,18 +274,25 @@ class Extras:
         self.ratio("claim_cost_ratio_lanes", f"claim_us_lanes_{self.lanes}", "claim_us_lanes_1")
 
     async def memory_per_job(self) -> None:
-        """Server memory per waiting job with a 100-byte payload (INFO memory delta / jobs)."""
+        """Server memory per waiting job with a 100-byte payload (INFO memory delta / jobs),
+        with the embedded server's hash-max-listpack-value and with the server default."""
         n = 20_000 if self.quick else 100_000
         payload = "x" * 98  # JSON-encoded: '"xxx…"' is exactly 100 bytes
-        for _ in range(self.runs):
-            q = self.queue()
-            await q.add("noop")  # the queue's fixed keys exist before the baseline
-            before = self.probe.snapshot()
-            await self.fill(q, n, data=payload)
-            per_job = self.probe.work(before).memory_delta / n
-            self.rec.add("memory_bytes_per_waiting_job", per_job, "bytes")
-            self.rec.add("memory_overhead_bytes_per_waiting_job", per_job - 100, "bytes")
-            await q.close()
+        client = self.probe.client
+        for setting, suffix in ((harness.LISTPACK_VALUE, ""), (64, "_listpack_64")):
+            client.config_set("hash-max-listpack-value", setting)
+            for _ in range(self.runs):
+                q = self.queue()
+                await q.add("noop")  # the queue's fixed keys exist before the baseline
+                before = self.probe.snapshot()
+                await self.fill(q, n, data=payload)
+                per_job = self.probe.work(before).memory_delta / n
+                self.rec.add(f"memory_bytes_per_waiting_job{suffix}", per_job, "bytes")
+                self.rec.add(
+                    f"memory_overhead_bytes_per_waiting_job{suffix}", per_job - 100, "bytes"
+                )
+                await q.close()
+        client.config_set("hash-max-listpack-value", harness.LISTPACK_VALUE)
 
     async def mint_vs_composite(self) -> None:
         """Bulk add rate, add CPU and claim cost under each ordering."""
@@ -328,19 +338,27 @@ class Extras:
             self.rec.add("add_single_sync", rate, "jobs/s")
 
     async def idle_latency(self) -> None:
-        """Add one job at a time to an idle worker; handler start - add start, in ms."""
-        n = 100 if self.quick else 300
-        for _ in range(self.runs):
-            q = self.queue()
-            tally = await self._latency_round(q, n)
-            await q.close()
-            if tally is None:
-                continue
-            ms = [x * 1000 for x in tally["latencies"]]
-            self.rec.add("idle_latency_p50", harness.percentile(ms, 50), "ms")
-            self.rec.add("idle_latency_p99", harness.percentile(ms, 99), "ms")
+        """Add one job at a time to an idle worker; handler start - add start, in ms.
 
-    async def _latency_round(self, q: Queue, n: int) -> dict[str, Any] | None:
+        Over TCP (as every system is measured), and over the same server's unix
+        socket (how echomq reaches its embedded server)."""
+        n = 100 if self.quick else 300
+        transports = [(self.url, "")]
+        if self.unix_url:
+            transports.append((self.unix_url, "_unix"))
+        for _ in range(self.runs):
+            for url, suffix in transports:
+                self.probe.flush()
+                q = Queue(QUEUE, url)
+                tally = await self._latency_round(q, url, n)
+                await q.close()
+                if tally is None:
+                    continue
+                ms = [x * 1000 for x in tally["latencies"]]
+                self.rec.add(f"idle_latency{suffix}_p50", harness.percentile(ms, 50), "ms")
+                self.rec.add(f"idle_latency{suffix}_p99", harness.percentile(ms, 99), "ms")
+
+    async def _latency_round(self, q: Queue, url: str, n: int) -> dict[str, Any] | None:
         import subprocess
         import tempfile
         from pathlib import Path
@@ -352,7 +370,7 @@ class Extras:
             "echomq_bench",
             "worker",
             "--url",
-            self.url,
+            url,
             "--mode",
             "latency",
             "--jobs",
@@ -402,11 +420,13 @@ def extras_main(argv: Sequence[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="echomq_bench extras")
     parser.add_argument("--url", required=True)
+    parser.add_argument("--unix-url", default=None, help="the same server's unix socket")
     parser.add_argument("--label", default="")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    asyncio.run(Extras(args.url, args.label, quick=args.quick, runs=args.runs).run())
+    extras = Extras(args.url, args.label, quick=args.quick, runs=args.runs, unix_url=args.unix_url)
+    asyncio.run(extras.run())
     return 0
 
 

@@ -58,6 +58,10 @@ def server_binary(kind: str) -> str | None:
     raise ValueError(f"unknown server kind {kind!r}: expected one of {SERVER_KINDS}")
 
 
+#: hash-max-listpack-value of echomq's embedded server, used by the private servers too
+LISTPACK_VALUE = 1024
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -81,6 +85,14 @@ class BenchServer:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def socket_path(self) -> str:
+        return str(Path(self._dir.name) / "server.sock")
+
+    @property
+    def unix_url(self) -> str:
+        return f"unix://{self.socket_path}"
 
     @property
     def label(self) -> str:
@@ -109,6 +121,14 @@ class BenchServer:
             self._dir.name,
             "--logfile",
             str(Path(self._dir.name) / "server.log"),
+            # the unix socket and listpack setting of echomq's embedded server
+            # (src/echomq/embedded.py); every system runs on this same server
+            "--unixsocket",
+            self.socket_path,
+            "--unixsocketperm",
+            "700",
+            "--hash-max-listpack-value",
+            str(LISTPACK_VALUE),
         ]
         self._process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -82,6 +82,14 @@ TARGETS = (
         1.5,
         False,
     ),
+    Target(
+        "single add ≥ 1.5× the fastest peer's, blocking SyncQueue (ratio)",
+        lambda t, peers: _ratio(
+            _get(t, "echomq", "add_single_sync"), _best_peer(t, peers, "add_single")
+        ),
+        1.5,
+        False,
+    ),
     Target("0 priority inversions", _own("priority_inversions"), 0, True),
     Target(
         "full lifecycle ≤ 25 µs server CPU per job, batched",
@@ -104,8 +112,26 @@ TARGETS = (
     Target("idle add → handler start p50 ≤ 1 ms", _own("idle_latency_p50"), 1.0, True),
     Target("idle add → handler start p99 ≤ 5 ms", _own("idle_latency_p99"), 5.0, True),
     Target(
+        "idle add → handler start p50 ≤ 1 ms, unix socket",
+        _own("idle_latency_unix_p50"),
+        1.0,
+        True,
+    ),
+    Target(
+        "idle add → handler start p99 ≤ 5 ms, unix socket",
+        _own("idle_latency_unix_p99"),
+        5.0,
+        True,
+    ),
+    Target(
         "≤ 200 bytes server memory per waiting job beyond the payload",
         _own("memory_overhead_bytes_per_waiting_job"),
+        200,
+        True,
+    ),
+    Target(
+        "the same, at the server's default hash-max-listpack-value 64",
+        _own("memory_overhead_bytes_per_waiting_job_listpack_64"),
         200,
         True,
     ),

@@ -211,6 +211,7 @@ def bench_server(
             )
             if error is None and run == 0 and system == "echomq" and not args.skip_extras:
                 extras = ["extras", *common, "--runs", str(args.runs)]
+                extras += ["--unix-url", server.unix_url]
                 error = run_system(
                     python,
                     module,
