@@ -36,6 +36,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
+from echomq import transport
 from echomq.embedded import EmbeddedServer
 from echomq.errors import ServerError
 
@@ -139,8 +140,14 @@ def async_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEO
     resolved = resolve_url(url)
     target = normalize_url(resolved)
     if is_cluster_url(resolved):
-        return redis.asyncio.cluster.RedisCluster.from_url(target, **_options(socket_timeout))
-    return redis.asyncio.Redis.from_url(target, **_options(socket_timeout))
+        cluster = redis.asyncio.cluster.RedisCluster.from_url(target, **_options(socket_timeout))
+        # nodes found on discovery open echomq's connections (echomq.transport)
+        kwargs = cluster.nodes_manager.connection_kwargs
+        kwargs["connection_class"] = transport.upgraded(kwargs["connection_class"])
+        return cluster
+    client = redis.asyncio.Redis.from_url(target, **_options(socket_timeout))
+    transport.upgrade(client.connection_pool)
+    return client
 
 
 def socket_timeout_of(client: SyncClient | AsyncClient) -> float | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+import redis.asyncio
 
 from echomq.connection import (
     HEALTH_CHECK_INTERVAL,
@@ -86,3 +89,27 @@ async def test_without_url_the_embedded_server_is_started(
         assert info["process_id"] == embedded.status()["pid"]
     finally:
         await client.aclose()
+
+
+async def test_a_pooled_connection_closed_by_the_server_is_replaced(
+    backend_url: str, queue_name: str
+) -> None:
+    from echomq import Queue, transport
+
+    if is_cluster_url(backend_url):
+        pytest.skip("the server-side kill below addresses one server")
+    queue = Queue(queue_name, backend_url)
+    try:
+        await queue.add("j")
+        client = await queue.client()
+        assert isinstance(client, redis.asyncio.Redis)
+        own_id = await client.client_id()  # the one pooled connection, idle afterwards
+        [conn] = client.connection_pool._available_connections
+        assert isinstance(conn, transport.Connection | transport.UnixDomainSocketConnection)
+        with sync_client(backend_url) as admin:
+            assert admin.client_kill_filter(_id=own_id) == 1
+        await asyncio.sleep(0.05)  # the close reaches the idle connection's transport
+        assert await queue.add("j")  # no TypeError/AttributeError: a new connection
+        assert (await queue.stats()).counts["waiting"] == 2
+    finally:
+        await queue.close()
