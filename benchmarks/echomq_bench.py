@@ -177,6 +177,7 @@ class Extras:
             self.lifecycle_batched,
             self.idle_latency,
             self.add_single_blocking,
+            self.round_trip_floor,
         ]
         for step in steps:
             await step()
@@ -337,6 +338,23 @@ class Extras:
             rate = await asyncio.to_thread(_sync_adds, self.url, n)
             self.rec.add("add_single_sync", rate, "jobs/s")
 
+    async def round_trip_floor(self) -> None:
+        """Plain redis-py PINGs one at a time (asyncio and blocking): the most
+        one-at-a-time calls per second any client of this library can make here,
+        i.e. the ceiling of every system's add_single."""
+        import redis.asyncio
+
+        n = self.sample
+        for _ in range(self.rounds):
+            client = redis.asyncio.Redis.from_url(self.url)
+            await client.ping()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                await client.ping()
+            self.rec.add("ping_async", n / (time.perf_counter() - t0), "calls/s")
+            await client.aclose()
+            self.rec.add("ping_sync", await asyncio.to_thread(_sync_pings, self.url, n), "calls/s")
+
     async def idle_latency(self) -> None:
         """Add one job at a time to an idle worker; handler start - add start, in ms.
 
@@ -391,6 +409,18 @@ class Extras:
         finally:
             harness.stop_process(process)
         return harness.read_tally(result) if done else None
+
+
+def _sync_pings(url: str, n: int) -> float:
+    """round trips/s of ``n`` plain redis-py PINGs, each waiting for its reply."""
+    import redis
+
+    with redis.Redis.from_url(url) as client:
+        client.ping()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            client.ping()
+        return n / (time.perf_counter() - t0)
 
 
 def _sync_adds(url: str, n: int) -> float:

@@ -18,7 +18,6 @@
 -- @include keys
 -- @include clock
 -- @include lanes
--- @include retention
 
 local requested = ARGV[7]
 local stored = redis.call("HGET", K_META, "o")
@@ -31,7 +30,8 @@ end
 local now = now_ms()
 local created_at = fmt(now)
 local jobs = cjson.decode(ARGV[8])
-if requested ~= "mint" then reserve_arrivals(#jobs) end
+-- a batch takes its counters with one write; a lone job INCRs (arrival_score)
+if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
 local ids = {}
 local created = 0
 for i, job in ipairs(jobs) do
