@@ -137,6 +137,11 @@ class QueueKeys:
     def idem(self, key: str) -> str:
         return self._part("idem:" + key)
 
+    def stop_bell(self, worker_id: str) -> str:
+        """list: pushed once by a stopping worker to end its own doorbell wait
+        (client-side only; it lives for seconds at most)."""
+        return self._part("stop:" + worker_id)
+
     def fixed(self) -> list[str]:
         """Every fixed key of the queue, in the order scripts receive them."""
         return [

@@ -408,6 +408,27 @@ async def test_stop_before_run_returns_at_once(aq: Queue) -> None:
     assert not worker.running
 
 
+async def test_a_graceful_stop_ends_an_idle_wait_at_once_and_strands_no_job(
+    aq: Queue, redis_client: redis.Redis
+) -> None:
+    # the idle wait is a BLPOP pipelined with a claim: a stop must not cancel it
+    # (its claim could take a job nobody runs); it rings the worker's own stop
+    # bell instead, and a job the claim brought is released, not left active
+    for round_ in range(8):
+        worker = Worker(aq, {"j": lambda job: None}, maintenance_interval=30.0, lease=60.0)
+        task = asyncio.create_task(worker.run(install_signals=False))
+        await wait_for(lambda w=worker: w.idle)  # type: ignore[misc]
+        if round_ % 2:
+            await aq.add("j")  # lands around the stop: claimed, run or released
+        worker.stop()
+        started = time.monotonic()
+        await asyncio.wait_for(task, 5)
+        assert time.monotonic() - started < 1.5  # not the 30 s wait
+        assert (await aq.stats()).counts["active"] == 0
+    leftovers = list(redis_client.scan_iter(f"{aq.engine.keys.prefix}stop:*"))
+    assert all(redis_client.pttl(key) > 0 for key in leftovers)  # expiring, never kept
+
+
 # -- hooks and progress ---------------------------------------------------------------
 
 

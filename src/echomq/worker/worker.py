@@ -22,6 +22,7 @@ import contextlib
 import logging
 import signal
 import threading
+import uuid
 from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
@@ -50,6 +51,8 @@ log = logging.getLogger("echomq.worker")
 
 #: the longest time spent releasing unfinished jobs' leases at shutdown.
 RELEASE_TIMEOUT = 5.0
+#: how long a stopping worker waits for its interrupted doorbell wait to return.
+INTERRUPT_TIMEOUT = 2.0
 #: default maintenance period: the lease, but at most this many seconds.
 MAX_DEFAULT_MAINTENANCE = 5.0
 
@@ -222,7 +225,10 @@ class _Session:
         self.slot_freed = asyncio.Event()
         queue = worker.queue
         self.maintenance = Maintenance(queue, worker.maintenance_interval)
-        self.fetcher = Fetcher(queue, lease=worker.lease, maintenance=self.maintenance)
+        self.fetcher = Fetcher(
+            queue, lease=worker.lease, maintenance=self.maintenance, worker_id=uuid.uuid4().hex
+        )
+        self._short = False  # the last claim left slots free: wait for work next
         self.heartbeat = Heartbeat(
             queue, lease=worker.lease, interval=worker.heartbeat, on_lost=self._lease_lost
         )
@@ -298,11 +304,38 @@ class _Session:
             return
         # a claim is not interrupted by a graceful stop: its jobs would be leased
         # to nobody until their leases expired
-        jobs = await _until(self.fetcher.claim(free), self.immediate)
-        for job in jobs or ():
+        if self._short:
+            jobs = await self._wait_and_claim(free)
+        else:
+            jobs = await _until(self.fetcher.claim(free), self.immediate)
+        if jobs is None:
+            return
+        if self.stopping.is_set():  # claimed as the stop came: give them back at once
+            await asyncio.gather(*(self._release(job) for job in jobs))
+            return
+        for job in jobs:
             self._start(job)
-        if jobs is not None and len(jobs) < free:
-            await _until(self.fetcher.wait_for_work(), self.stopping)
+        self._short = len(jobs) < free
+
+    async def _wait_and_claim(self, free: int) -> list[Job] | None:
+        """The fetcher's wait; a stop rings this worker's own stop bell to end it
+        (cancelling it could lose track of jobs its pipelined claim took)."""
+        wait = asyncio.ensure_future(self.fetcher.wait_and_claim(free))
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({wait, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not wait.done():
+            try:
+                await self.fetcher.interrupt()
+            except TRANSIENT as exc:
+                log.warning("queue %s: could not end the wait: %s", self.worker.queue.name, exc)
+            await asyncio.wait({wait}, timeout=INTERRUPT_TIMEOUT)
+            if not wait.done():  # the server does not answer: give up on the wait (a
+                wait.cancel()  # job its claim took, if any, returns when its lease ends)
+                return None
+        return wait.result()
 
     def _start(self, job: Job) -> None:
         self.handling += 1
