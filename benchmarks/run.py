@@ -149,7 +149,7 @@ def absorb(raw: str, collected: Collected, *, one_round: bool) -> None:
 
 def size_args(args: argparse.Namespace) -> list[str]:
     if args.quick:
-        jobs, single, bulk, priority = args.jobs or 2_000, 300, 5_000, 300
+        jobs, single, bulk, priority = args.jobs or 1_000, 300, 5_000, 300
     else:
         jobs, single, bulk, priority = args.jobs or 8_000, 2_000, 20_000, 400
     return [
