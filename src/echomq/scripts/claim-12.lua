@@ -8,9 +8,9 @@
 --
 -- Returns: {} when nothing is waiting or the queue is paused, else
 --          {lease deadline (ms), claim time (ms), job1, job2, ...} in claim
---          order, each job a list of CLAIM_FIELDS values in that order
---          (engine.CLAIM_FIELDS reads them), nil where a field is unset, with
---          the attempt and claim counts this claim set.
+--          order, each job {id, then the fields lease() reads below, in
+--          that order} (Job.from_claim reads them), nil where a field is
+--          unset, with the attempt and claim counts this claim set.
 --
 -- A lane's jobs for one turn are popped with one ZPOPMIN (the whole call's
 -- share when the lane is alone in the ring): the turn bookkeeping below is
@@ -44,8 +44,8 @@ local active = {}               -- deadline, id pairs for one ZADD
 local out = {deadline, claimed_at}
 
 -- Lease one job: one read and one write of its hash. The fields read are
--- CLAIM_FIELDS: n d p g a m sc c e tb st k at pg cl (positions 5 and 15 are
--- the attempt and claim counts, returned as this claim sets them).
+-- n d p g a m sc c e tb st k at pg cl (positions 5 and 15 are the attempt
+-- and claim counts, returned as this claim sets them).
 local function lease(id)
   local jk = job_key(id)
   local h = redis.call("HMGET", jk, "n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st",

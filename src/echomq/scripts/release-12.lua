@@ -26,6 +26,6 @@ redis.call("ZREM", K_ACTIVE, id)
 local f = redis.call("HMGET", jk, "g", "sc", "a")
 if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end
 redis.call("HSET", jk, "s", "waiting")
-enter_lane(f[1] or "", id, f[2])
+enter_lane(f[1], id, f[2])
 flush_waiting()
 return 1

@@ -22,11 +22,11 @@ for _, id in ipairs(ids) do
   if redis.call("ZREM", K_DEAD, id) == 1 then
     local jk = job_key(id)
     local f = redis.call("HMGET", jk, "p", "g", "k")
-    local score = arrival_score(order, tonumber(f[1]))
-    redis.call("HSET", jk, "s", "waiting", "sc", fmt(score), "a", 0, "st", 0)
+    local score = fmt(arrival_score(order, tonumber(f[1])))
+    redis.call("HSET", jk, "s", "waiting", "sc", score, "a", 0, "st", 0)
     redis.call("HDEL", jk, "f", "at")
     if f[3] then redis.call("PERSIST", idem_key(f[3])) end
-    enter_lane(f[2] or "", id, score)
+    enter_lane(f[2], id, score)
     moved[#moved + 1] = id
   end
 end

@@ -10,8 +10,11 @@ local waiting_delta = 0
 local pending = {}        -- lane -> {score1, id1, score2, id2, ...}
 local pending_order = {}  -- lanes in the order their first pending job entered
 
--- Put a waiting job into its lane (buffered until flush_lanes).
+-- Put a waiting job into its lane (buffered until flush_lanes). ``lane`` is
+-- the job's stored g field (absent: the default lane ""); ``score`` is the
+-- lane score as the decimal text stored in its sc field.
 local function enter_lane(lane, id, score)
+  lane = lane or ""
   local buf = pending[lane]
   if not buf then
     buf = {}
@@ -19,7 +22,7 @@ local function enter_lane(lane, id, score)
     pending_order[#pending_order + 1] = lane
   end
   local n = #buf
-  buf[n + 1] = type(score) == "string" and score or fmt(score)
+  buf[n + 1] = score
   buf[n + 2] = id
   waiting_delta = waiting_delta + 1
 end

@@ -16,9 +16,9 @@ local function promote_due(now)
       local jk = job_key(id)
       local f = redis.call("HMGET", jk, "p", "g")
       if f[1] then
-        local score = arrival_score(order, tonumber(f[1]))
-        redis.call("HSET", jk, "s", "waiting", "sc", fmt(score))
-        enter_lane(f[2] or "", id, score)
+        local score = fmt(arrival_score(order, tonumber(f[1])))
+        redis.call("HSET", jk, "s", "waiting", "sc", score)
+        enter_lane(f[2], id, score)
         promoted = promoted + 1
       end
     end
@@ -43,7 +43,7 @@ local function reap_expired(now)
         else
           local f = redis.call("HMGET", jk, "g", "sc")
           redis.call("HSET", jk, "s", "waiting")
-          enter_lane(f[1] or "", id, f[2])
+          enter_lane(f[1], id, f[2])
         end
         reaped = reaped + 1
       end
