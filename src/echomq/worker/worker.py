@@ -324,6 +324,9 @@ class _Session:
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
             await asyncio.wait({wait, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # run() itself was cancelled: nothing is left to run the jobs
+            wait.cancel()
+            raise
         finally:
             stop.cancel()
         if not wait.done():
