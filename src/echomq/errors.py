@@ -4,7 +4,7 @@ The tree::
 
     EchoMQError
     ├── InvalidInput (also a ValueError): bad input, nothing was written
-    │   ├── InvalidName        queue or group name outside DESIGN §5
+    │   ├── InvalidName        queue or group name outside docs/design.md §6
     │   ├── InvalidPriority    tier not an int in 0 … 2^21−1
     │   ├── InvalidWeight      weight not an int in 1 … 1000
     │   ├── InvalidScore       score / counter outside the codec's range
@@ -15,6 +15,7 @@ The tree::
     ├── LeaseLost              complete/fail/extend by a worker that no longer holds the lease
     ├── JobNotFound            no job with that id (or it was pruned)
     ├── OrderingMismatch       queue opened with another ordering than it was created with
+    ├── FormatTooNew           queue stored in a newer format than this client knows
     ├── ServerError            the server could not be started or reached
     └── NotReplicated          a durable add was written but no replica acknowledged it in time
 
@@ -76,6 +77,10 @@ class JobNotFound(EchoMQError):
 
 class OrderingMismatch(EchoMQError):
     """The queue exists with a different ordering than the one it was opened with."""
+
+
+class FormatTooNew(EchoMQError):
+    """The queue was written in a newer stored format than this client knows."""
 
 
 class ServerError(EchoMQError):

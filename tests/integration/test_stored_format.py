@@ -1,0 +1,47 @@
+"""The stored-format version on a real server: written by the first add, checked once
+per queue object, and a newer format refused before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from echomq import FormatTooNew, Queue, SyncQueue, storage
+
+
+def test_the_first_add_stores_the_format(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    sq.add("a")
+    assert redis_client.hget(sq.engine.keys.meta, "v") == str(storage.FORMAT)
+
+
+def test_a_newer_format_is_refused_and_nothing_is_written(
+    backend_url: str, queue_name: str, redis_client: redis.Redis
+) -> None:
+    meta = SyncQueue(queue_name, backend_url).engine.keys.meta
+    redis_client.hset(meta, mapping={"o": "composite", "v": str(storage.FORMAT + 1)})
+    before = sorted(redis_client.scan_iter(f"emq:{{{queue_name}}}:*"))
+    with SyncQueue(queue_name, backend_url) as q, pytest.raises(FormatTooNew, match="format 2"):
+        q.add("a")
+    after = sorted(redis_client.scan_iter(f"emq:{{{queue_name}}}:*"))
+    assert after == before
+
+
+async def test_the_asyncio_queue_refuses_it_too(
+    backend_url: str, queue_name: str, redis_client: redis.Redis
+) -> None:
+    redis_client.hset(f"emq:{{{queue_name}}}:meta", "v", str(storage.FORMAT + 1))
+    async with Queue(queue_name, backend_url) as q:
+        with pytest.raises(FormatTooNew):
+            await q.claim()
+        with pytest.raises(FormatTooNew):  # checked again: never silently accepted
+            await q.stats()
+
+
+def test_a_queue_without_a_stored_format_is_read_as_format_1(
+    backend_url: str, queue_name: str, redis_client: redis.Redis
+) -> None:
+    with SyncQueue(queue_name, backend_url) as q:
+        q.add("a")
+        redis_client.hdel(q.engine.keys.meta, "v")  # as echomq 0.1.0 left it
+    with SyncQueue(queue_name, backend_url) as q:
+        assert [j.name for j in q.claim(5)] == ["a"]
