@@ -239,8 +239,7 @@ class Engine:
         ``durable`` (default: the queue's) waits for a replica before returning."""
         durable = options.pop("durable", None)
         job = self.new_job(name, data, **cast(JobOptions, options))
-        many = self.add_jobs([job], durable=durable)
-        return _derived(many, lambda reply: many.parse(reply)[0])
+        return self._add_call([job], durable, self._parse_add_one)
 
     def add_many(
         self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
@@ -255,8 +254,8 @@ class Engine:
             if size == 1 or (size == 2 and "data" in item):  # the common shape: no copy
                 jobs.append(self.new_job(item["name"], item.get("data"), job_id=job_id))
                 continue
-            unknown = sorted(set(item) - ITEM_KEYS)
-            if unknown:
+            if not ITEM_KEYS.issuperset(item):
+                unknown = sorted(set(item) - ITEM_KEYS)
                 raise InvalidOption(
                     f"add_many item {i} has unknown key(s) {unknown}; "
                     f"allowed: {', '.join(sorted(ITEM_KEYS))}"
@@ -268,11 +267,20 @@ class Engine:
 
     def add_jobs(self, jobs: Iterable[NewJob], *, durable: bool | None = None) -> Call[list[str]]:
         """The add call for jobs already checked by :meth:`new_job`."""
+        return self._add_call(jobs, durable, self._parse_add)
+
+    def _add_call(
+        self, jobs: Iterable[NewJob], durable: bool | None, parse: Callable[[Any], T]
+    ) -> Call[T]:
         packed = orjson.dumps([job.values for job in jobs]).decode()
-        call = self._script("add", self._parse_add, self.options.ordering, packed)
-        if self.durable if durable is None else durable:
-            return _derived(call, call.parse, durable=self.durable_timeout)
-        return call
+        wait = self.durable_timeout if (self.durable if durable is None else durable) else None
+        return Call(
+            parse=parse,
+            script=script("add"),
+            keys=self._fixed,
+            args=[*self._block, self.options.ordering, packed],
+            durable=wait,
+        )
 
     def _parse_add(self, reply: Any) -> list[str]:
         if isinstance(reply, int):
@@ -281,6 +289,9 @@ class Engine:
                 f"{self.options.ordering!r}; open it with the ordering it was created with"
             )
         return _ids(reply)
+
+    def _parse_add_one(self, reply: Any) -> str:
+        return self._parse_add(reply)[0]
 
     # -- claiming and finishing --------------------------------------------
     def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Call[list[Job]]:
@@ -570,15 +581,6 @@ class Engine:
         return Call(parse=_none, command=("HDEL", self.keys.meta, "paused"))
 
 
-def _derived(
-    call: Call[Any], parse: Callable[[Any], T], *, durable: float | None = None
-) -> Call[T]:
-    """``call`` with another reply parser (and, optionally, made durable)."""
-    return Call(
-        parse=parse,
-        script=call.script,
-        keys=call.keys,
-        args=call.args,
-        command=call.command,
-        durable=call.durable if durable is None else durable,
-    )
+def _derived(call: Call[Any], parse: Callable[[Any], T]) -> Call[T]:
+    """``call`` with another reply parser."""
+    return Call(parse=parse, script=call.script, keys=call.keys, args=call.args)

@@ -39,7 +39,8 @@ def engine() -> Engine:
 
 
 def claimed_job(engine: Engine) -> Job:
-    row = [ids.new_id(), "send", '{"to": 1}', "2", "acme", "1", "3", "8589934593", str(MS)]
+    row: list[str | None] = [ids.new_id(), "send", '{"to": 1}', "2", "acme", "1", "3"]
+    row += ["8589934593", str(MS)]
     row += [None, None, None, None, None, None, "7"]
     return engine.claim(1).parse([str(MS + 30_000), str(MS), row])[0]
 
