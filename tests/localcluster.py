@@ -167,6 +167,15 @@ class LocalCluster:
                 return self.node_on(role.port)
         return None
 
+    def queue_nodes(self, queue: str) -> tuple[PrivateServer, PrivateServer]:
+        """The primary that owns ``queue``'s slot now and its (one) replica."""
+        with self.client() as client:
+            slot = int(client.keyslot(f"emq:{{{queue}}}:meta"))
+        primary = self.primary_for_slot(slot)
+        assert primary is not None, f"no primary serves slot {slot}"
+        [replica] = self.replicas_of(primary)
+        return primary, replica
+
     def replicas_of(self, primary: PrivateServer) -> list[PrivateServer]:
         roles = self.roles()
         ids = {r.port: r.node_id for r in roles}

@@ -16,7 +16,12 @@ import pytest
 from echomq import NotReplicated, Queue, SyncQueue, Worker
 from echomq.keys import QueueKeys
 from echomq.scripts import script
-from failover import lagging_replica_loss, run_failover
+from failover import (
+    StalledReplicaAdd,
+    durable_add_to_stalled_replica,
+    lagging_replica_loss,
+    run_failover,
+)
 from localcluster import SLOTS, LocalCluster
 from servers import PrivateServer, ServerFactory
 
@@ -217,6 +222,53 @@ async def test_an_async_durable_add_is_on_the_replica_when_it_returns(
         assert all(read_on_replica(replica, keys.job(i)) for i in ids)
 
 
+STALL_TIMEOUT = 1.0  # durable_timeout of the add sent to a stopped replica
+
+
+def assert_durable_add_waited(result: StalledReplicaAdd) -> None:
+    """What a durable add must do while the replica is stopped (see failover.py)."""
+    assert result.refused is not None, "a durable add returned while its replica was stopped"
+    assert "not acknowledged by 1 replica" in str(result.refused)
+    # it waited its timeout for the replica (a missing WAIT would answer at once)
+    assert result.seconds >= STALL_TIMEOUT - 0.25, f"refused after {result.seconds:.3f}s"
+    assert result.on_primary, "the refused add's job is not on the primary"
+    assert result.blocked_until_resumed, "a durable add returned while its replica was stopped"
+    assert result.on_replica, "a durable add returned before its replica had the job"
+
+
+def test_a_durable_add_to_a_stopped_replica_waits_then_raises_not_replicated(
+    local_cluster: LocalCluster, queue_name: str
+) -> None:
+    _, replica = local_cluster.queue_nodes(queue_name)
+    try:
+        result = durable_add_to_stalled_replica(
+            local_cluster.url, replica, queue_name, timeout=STALL_TIMEOUT
+        )
+    finally:
+        local_cluster.wait_until_healthy()  # the replica's failure flag, if any, clears
+    assert_durable_add_waited(result)
+
+
+async def test_an_async_durable_add_to_a_stopped_replica_raises_not_replicated(
+    local_cluster: LocalCluster, queue_name: str
+) -> None:
+    _, replica = local_cluster.queue_nodes(queue_name)
+    async with Queue(queue_name, local_cluster.url, durable_timeout=STALL_TIMEOUT) as q:
+        await q.add("warm-up", durable=True)
+        replica.pause()
+        try:
+            started = time.monotonic()
+            with pytest.raises(NotReplicated, match="not acknowledged by 1 replica") as caught:
+                await q.add("stalled", durable=True)
+            waited = time.monotonic() - started
+        finally:
+            replica.resume()
+        [job_id] = caught.value.ids
+        assert await q.get(job_id) is not None  # written on the primary all the same
+    assert waited >= STALL_TIMEOUT - 0.25, f"refused after {waited:.3f}s: no wait for the replica"
+    await asyncio.to_thread(local_cluster.wait_until_healthy)
+
+
 async def wait_until(condition: object, timeout: float = 10.0) -> None:
     assert callable(condition)
     deadline = time.monotonic() + timeout
@@ -300,6 +352,8 @@ def test_a_durable_add_on_a_single_server_waits_for_its_replica(
         job_id = q.add("j")
     with replica.client() as client:
         assert client.hget(QueueKeys(queue_name).job(job_id), "n") == "j"
+    result = durable_add_to_stalled_replica(primary.url, replica, queue_name, timeout=STALL_TIMEOUT)
+    assert_durable_add_waited(result)
 
 
 def test_durable_timeout_is_checked() -> None:
