@@ -125,7 +125,12 @@ def test_retry_waits_for_its_backoff(sq: SyncQueue) -> None:
     failed = sq.get(job_id)
     assert failed is not None and failed.run_at is not None
     again: list[Job] = []
-    wait_until(lambda: bool(again.extend(sq.claim(1)) or again))
+
+    def claimed() -> bool:
+        again.extend(sq.claim(1))
+        return bool(again)
+
+    wait_until(claimed)
     # by the server clock, the retry was not claimable before its fire time
     assert again[0].id == job_id and again[0].claimed_at is not None
     assert again[0].claimed_at >= failed.run_at
