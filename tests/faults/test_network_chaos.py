@@ -21,6 +21,7 @@ from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
 from echomq.sync import SyncQueue
 from faults import invariants
+from faults.figures import record
 from faults.procs import Workers, wait_for
 from faults.proxy import ChaosProxy, Odds
 from servers import PrivateServer
@@ -82,6 +83,15 @@ def test_chaos_proxy_workers_recover_idempotent_adds_nothing_lost(
         f"\n[{backend.kind} chaos proxy] faults={dict(proxy.faults)} add retries={retries} "
         f"drained {JOBS} jobs in {elapsed:.1f}s, "
         f"duplicate executions={report.duplicate_executions}"
+    )
+    record(
+        "chaos_proxy",
+        server=backend.kind,
+        jobs=JOBS,
+        faults=dict(proxy.faults),
+        add_retries=retries,
+        drain_seconds=round(elapsed, 2),
+        duplicate_executions=report.duplicate_executions,
     )
 
 
