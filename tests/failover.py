@@ -64,6 +64,7 @@ class FailoverReport:
     failed_adds: int = 0
     not_replicated: int = 0
     lost: list[str] = field(default_factory=list)
+    acked_ids: list[str] = field(default_factory=list)
     reruns: int = 0
     promoted_after: float = 0.0
     first_ack_after_kill: float | None = None
@@ -208,6 +209,7 @@ def _account(report: FailoverReport, load: _Load, killed_at: float, promoted_at:
     report.not_replicated = load.not_replicated
     report.errors = load.errors
     report.lost = sorted(i for i in load.acked if i not in load.runs)
+    report.acked_ids = sorted(load.acked)
     report.reruns = sum(n - 1 for n in load.runs.values())
     acks_after = [t - killed_at for t in load.acked.values() if t > killed_at]
     runs_after = [t - killed_at for t in load.run_times if t > killed_at]
@@ -339,3 +341,27 @@ def _returns_within(future: Future[str], seconds: float) -> bool:
     except FutureTimeout:
         return False
     return True
+
+
+def check_after_failover(cluster: LocalCluster, queue: str, report: FailoverReport) -> None:
+    """The whole invariant check on the new primary once the queue has drained.
+
+    Every acknowledged job still on the server is completed, in exactly one
+    state set that agrees with its hash; no lease is left; the ring holds
+    exactly the non-empty lanes and the waiting count is their sum. A job
+    counted lost must be gone from the server (not stuck in some state), and
+    every job that is gone was either lost or pruned after it completed.
+    """
+    from faults import invariants
+
+    keys = QueueKeys(queue)
+    with cluster.client() as client:
+        with client.pipeline(transaction=False) as pipe:
+            for job_id in report.acked_ids:
+                pipe.exists(keys.job(job_id))
+            exists = pipe.execute()
+        present = [i for i, n in zip(report.acked_ids, exists, strict=True) if n]
+        check = invariants.check(client, queue, present, count_executions=False, fresh_queue=False)
+    check.fail_if_any()
+    stuck = set(report.lost) & set(present)
+    assert not stuck, f"acknowledged jobs that never ran yet are still there: {sorted(stuck)[:5]}"

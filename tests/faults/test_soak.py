@@ -152,7 +152,9 @@ def test_soak_every_job_once_fair_shares_no_early_starts_keys_pruned(
     _produce(backend_url, queue_name, backlog_total, "backlog", seed=100)
     added_key = invariants.side_key(queue_name) + ":added"
     backlog = [str(x) for x in redis_client.lrange(added_key, 0, -1)]
-    workers = Workers(backend_url, queue_name, tmp_path, env={"FAULT_CONCURRENCY": str(CONCURRENCY)})
+    workers = Workers(
+        backend_url, queue_name, tmp_path, env={"FAULT_CONCURRENCY": str(CONCURRENCY)}
+    )
     try:
         for _ in range(WORKERS):
             workers.spawn()
