@@ -351,8 +351,15 @@ def replace_blocks(text: str, blocks: Blocks, where: Path) -> str:
         )
         if not pattern.search(text):
             raise SystemExit(f"{where}: no <!-- faults:{name} --> block")
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + "\n" + m.group(2), text)
+        text = pattern.sub(_filled(body), text)
     return text
+
+
+def _filled(body: str) -> Callable[[re.Match[str]], str]:
+    def fill(match: re.Match[str]) -> str:
+        return match.group(1) + body + "\n" + match.group(2)
+
+    return fill
 
 
 def render(lines: Sequence[Line]) -> None:
