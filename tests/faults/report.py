@@ -65,13 +65,16 @@ def run_cases(kills: int, failover_runs: int, soak_jobs: int, command: str) -> l
             "ECHOMQ_FAULT_KILLS": str(kills),
             "ECHOMQ_FAILOVER_RUNS": str(failover_runs),
             "ECHOMQ_SOAK_JOBS": str(soak_jobs),
-            # the soak's own bound grows with its size (about 1 ms per job on 2 cores)
-            "ECHOMQ_SOAK_TIMEOUT": str(max(90, soak_jobs // 400)),
+            # the soak's own bound grows with its size: 10 ms per job leaves room for a
+            # machine that others load too (unloaded, 2 cores drain ~3,500 jobs/s)
+            "ECHOMQ_SOAK_TIMEOUT": str(max(90, soak_jobs // 100)),
         }
         pytest = [sys.executable, "-m", "pytest", *CASES, "-m", "slow", "-p", "no:randomly", "-q"]
         print("running:", shlex.join(pytest), flush=True)
         started = time.monotonic()
+        load_before = os.getloadavg()[1]
         done = subprocess.run(pytest, cwd=ROOT, env=env, check=False)
+        load_after = os.getloadavg()[1]
         if done.returncode != 0:
             raise SystemExit(f"fault cases failed (exit {done.returncode}): docs left as they were")
         lines = [json.loads(raw) for raw in results.read_text().splitlines() if raw.strip()]
@@ -84,6 +87,8 @@ def run_cases(kills: int, failover_runs: int, soak_jobs: int, command: str) -> l
         "failover_runs": failover_runs,
         "soak_jobs": soak_jobs,
         "cpus": os.cpu_count(),
+        # 5-minute load averages before and after: other work on the machine slows every figure
+        "load": [round(load_before, 1), round(load_after, 1)],
         "machine": platform.machine(),
         "python": platform.python_version(),
         "valkey": _server_version("valkey"),
@@ -146,7 +151,9 @@ def source_block(run: Line) -> str:
     return (
         f"These figures were written by `{run['command']}` on {run['at']} "
         f"({run['cpus']} CPUs, {run['machine']}, Python {run['python']}, {servers}; "
-        f"{run['seconds']} s in all), from the JSON lines the fault cases recorded "
+        f"{run['seconds']} s in all; 5-minute load average {run['load'][0]} before and "
+        f"{run['load'][1]} after, so other work shared the machine), from the JSON "
+        f"lines the fault cases recorded "
         f"([figures/faults.jsonl](figures/faults.jsonl)). Sizes: server kills per "
         f"persistence setting {run['kills']}, failover runs per case "
         f"{run['failover_runs']}, soak jobs {_n(run['soak_jobs'])}."
