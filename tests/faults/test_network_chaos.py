@@ -69,7 +69,8 @@ def test_chaos_proxy_workers_recover_idempotent_adds_nothing_lost(
         ids, retries = asyncio.run(_add_until_acked(proxy.url, queue_name))
         wait_for(lambda: redis_client.zcard(completed) == JOBS, 60, "every job completed")
         elapsed = time.monotonic() - started
-        assert all(p.poll() is None for p in procs), "a worker died instead of recovering"
+        died = [(p.pid, p.returncode) for p in procs if p.poll() is not None]
+        assert not died, f"workers died instead of recovering: {died}\n{workers.logs()}"
     finally:
         workers.stop_all()
         proxy.stop()
