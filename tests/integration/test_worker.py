@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import queue
 import signal
@@ -28,6 +29,7 @@ import redis
 
 from clock import await_past
 from echomq import Backoff, InvalidOption, Job, LeaseLost, Queue, State, Worker
+from servers import ServerFactory
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -716,3 +718,29 @@ async def test_sigterm_stops_a_worker_process(
                 proc.kill()
     back = await aq.get(job_id)
     assert back is not None and back.state is State.WAITING and back.attempts == 0
+
+
+async def test_a_worker_started_before_its_server_waits_for_it(
+    server_factory: ServerFactory, queue_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a server that is down (or a network blip) when the worker starts is a
+    # transient error like any later one: the worker waits for the server
+    server = server_factory("valkey")
+    server.stop()
+    done: list[str] = []
+    q = Queue(queue_name, server.url)
+    worker = Worker(q, {"j": lambda job: done.append(job.id)})
+    task = asyncio.create_task(worker.run(install_signals=False))
+    try:
+        caplog.set_level(logging.WARNING, logger="echomq.worker")
+        # the worker's first attempts meet a closed port: it says it retries, or run() ends
+        await wait_for(lambda: task.done() or "retrying" in caplog.text, timeout=10)
+        assert not task.done(), f"run() ended while the server was down: {task}"
+        await asyncio.to_thread(server.start)
+        async with Queue(queue_name, server.url) as producer:
+            job_id = await producer.add("j")
+            await wait_for(lambda: done == [job_id], timeout=20)
+    finally:
+        worker.stop(immediate=True)
+        await asyncio.wait_for(task, 10)
+        await q.close()
