@@ -64,10 +64,8 @@ def test_chaos_proxy_workers_recover_idempotent_adds_nothing_lost(
     try:
         procs = [workers.spawn(), workers.spawn()]
         workers.wait_ready(2)
-        # chaos once both are serving: idle, blocked on their doorbell wait. (The
-        # worker's own Queue greets the server on its first use, after the ready
-        # record; a Worker does not retry a failure there, so chaos must not start
-        # before it.)
+        # chaos once both are serving: idle, blocked on their doorbell wait (the
+        # ready record comes before the worker's own Queue first greets the server)
         wait_for(
             lambda: sum(c["cmd"] == "blpop" for c in redis_client.client_list()) >= 2,
             20,
