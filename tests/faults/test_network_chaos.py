@@ -21,6 +21,7 @@ from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
 from echomq.sync import SyncQueue
 from faults import invariants
+from faults.figures import record
 from faults.procs import Workers, wait_for
 from faults.proxy import ChaosProxy, Odds
 from servers import PrivateServer
@@ -63,12 +64,20 @@ def test_chaos_proxy_workers_recover_idempotent_adds_nothing_lost(
     try:
         procs = [workers.spawn(), workers.spawn()]
         workers.wait_ready(2)
+        # chaos once both are serving: idle, blocked on their doorbell wait (the
+        # ready record comes before the worker's own Queue first greets the server)
+        wait_for(
+            lambda: sum(c["cmd"] == "blpop" for c in redis_client.client_list()) >= 2,
+            20,
+            "both workers waiting for work",
+        )
         proxy.chaos = True
         started = time.monotonic()
         ids, retries = asyncio.run(_add_until_acked(proxy.url, queue_name))
         wait_for(lambda: redis_client.zcard(completed) == JOBS, 60, "every job completed")
         elapsed = time.monotonic() - started
-        assert all(p.poll() is None for p in procs), "a worker died instead of recovering"
+        died = [(p.pid, p.returncode) for p in procs if p.poll() is not None]
+        assert not died, f"workers died instead of recovering: {died}\n{workers.logs()}"
     finally:
         workers.stop_all()
         proxy.stop()
@@ -82,6 +91,15 @@ def test_chaos_proxy_workers_recover_idempotent_adds_nothing_lost(
         f"\n[{backend.kind} chaos proxy] faults={dict(proxy.faults)} add retries={retries} "
         f"drained {JOBS} jobs in {elapsed:.1f}s, "
         f"duplicate executions={report.duplicate_executions}"
+    )
+    record(
+        "chaos_proxy",
+        server=backend.kind,
+        jobs=JOBS,
+        faults=dict(proxy.faults),
+        add_retries=retries,
+        drain_seconds=round(elapsed, 2),
+        duplicate_executions=report.duplicate_executions,
     )
 
 

@@ -3,7 +3,8 @@
 Why: an id returned by ``add`` is a promise the job exists. With
 ``appendonly yes`` + ``appendfsync always`` it must survive a server crash in
 exactly one state; the other persistence settings are measured, not asserted,
-and the figures go to docs/delivery.md. A paused server must cost time only:
+and the figures go to docs/delivery.md (tests/faults/figures.py; the number
+of kill cycles is ECHOMQ_FAULT_KILLS, default 3). A paused server must cost time only:
 workers reconnect by themselves and nothing is lost.
 """
 
@@ -23,6 +24,7 @@ from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
 from echomq.sync import SyncQueue
 from faults import invariants
+from faults.figures import KILLS_ENV, env_int, record
 from faults.procs import Workers, wait_for
 from servers import PrivateServer, ServerFactory
 
@@ -33,8 +35,9 @@ PERSISTENCE: Mapping[str, Mapping[str, str]] = {
     "everysec": {"appendonly": "yes", "appendfsync": "everysec"},
     "none": {"appendonly": "no", "save": ""},
 }
-CYCLES = 3
+CYCLES = env_int(KILLS_ENV, 3, high=50)
 LOAD_SECONDS = 0.7
+PAUSE_SECONDS = 2.0
 
 
 async def _steady_adds(queue: Queue, acked: list[str], stop: asyncio.Event) -> None:
@@ -55,10 +58,14 @@ def _existing(client: redis.Redis, queue: str, ids: list[str]) -> set[str]:
     return {job_id for job_id, n in zip(ids, found, strict=True) if n}
 
 
-async def _kill_cycles(server: PrivateServer, queue_name: str) -> tuple[list[str], list[int]]:
-    """CYCLES × (steady adds, kill -9 mid-load, restart); ids acked and lost per cycle."""
+async def _kill_cycles(
+    server: PrivateServer, queue_name: str
+) -> tuple[list[str], list[int], list[float]]:
+    """CYCLES × (steady adds, kill -9 mid-load, restart); ids acked, lost per cycle, and
+    the seconds each restart took until the server answered (the AOF replayed)."""
     acked: list[str] = []
     lost_per_cycle: list[int] = []
+    restarts: list[float] = []
     queue = Queue(queue_name, server.url)
     try:
         for _ in range(CYCLES):
@@ -69,14 +76,32 @@ async def _kill_cycles(server: PrivateServer, queue_name: str) -> tuple[list[str
             await asyncio.to_thread(server.kill)
             stop.set()
             await load
+            started = time.monotonic()
             await asyncio.to_thread(server.start)
+            restarts.append(time.monotonic() - started)
             with server.client() as client:
                 cycle = acked[before:]
                 lost_per_cycle.append(len(cycle) - len(_existing(client, queue_name, cycle)))
     finally:
         with contextlib.suppress(redis.RedisError, EchoMQError, OSError):
             await queue.close()
-    return acked, lost_per_cycle
+    return acked, lost_per_cycle, restarts
+
+
+def _record_kills(
+    kind: str, setting: str, acked: list[str], lost: list[int], restarts: list[float]
+) -> None:
+    record(
+        "server_kill9",
+        server=kind,
+        setting=setting,
+        kills=CYCLES,
+        load_seconds=LOAD_SECONDS,
+        acked=len(acked),
+        lost=sum(lost),
+        lost_per_kill=lost,
+        restart_seconds_max=round(max(restarts), 3),
+    )
 
 
 @pytest.mark.parametrize("kind", ["valkey", "redis"])
@@ -84,8 +109,9 @@ async def test_kill9_server_with_fsync_always_loses_no_acknowledged_add(
     server_factory: ServerFactory, queue_name: str, kind: str
 ) -> None:
     server = server_factory(kind, PERSISTENCE["always"])
-    acked, lost = await _kill_cycles(server, queue_name)
+    acked, lost, restarts = await _kill_cycles(server, queue_name)
     print(f"\n[{kind} appendfsync always] acked adds={len(acked)} lost per kill={lost}")
+    _record_kills(kind, "always", acked, lost, restarts)
     assert len(acked) > 100 * CYCLES
     with server.client() as client:
         report = invariants.check(
@@ -109,8 +135,9 @@ async def test_kill9_server_measure_what_weaker_persistence_loses(
     server_factory: ServerFactory, queue_name: str, kind: str, setting: str
 ) -> None:
     server = server_factory(kind, PERSISTENCE[setting])
-    acked, lost = await _kill_cycles(server, queue_name)
+    acked, lost, restarts = await _kill_cycles(server, queue_name)
     print(f"\n[{kind} {setting}] acked adds={len(acked)} lost per kill={lost}")
+    _record_kills(kind, setting, acked, lost, restarts)
     with server.client() as client:
         survivors = sorted(_existing(client, queue_name, acked))
         report = invariants.check(
@@ -140,7 +167,7 @@ def test_sigstop_server_twice_the_lease_nothing_lost_workers_resume(
             procs = [workers.spawn(), workers.spawn()]
             wait_for(lambda: client.zcard(completed) >= 10, 20, "workers under way")
             server.pause()
-            time.sleep(2.0)  # twice the 1 s lease, by design of the case
+            time.sleep(PAUSE_SECONDS)  # the fault itself: twice the 1 s lease
             server.resume()
             resumed = time.monotonic()
             done_at_pause = int(client.zcard(completed))
@@ -155,4 +182,13 @@ def test_sigstop_server_twice_the_lease_nothing_lost_workers_resume(
     print(
         f"\n[{kind} SIGSTOP 2 s] first completion {recovery:.2f}s after resume, "
         f"duplicate executions={report.duplicate_executions}"
+    )
+    record(
+        "server_sigstop",
+        server=kind,
+        pause_seconds=PAUSE_SECONDS,
+        lease_seconds=1.0,
+        jobs=len(ids),
+        first_completion_after_resume=round(recovery, 3),
+        duplicate_executions=report.duplicate_executions,
     )

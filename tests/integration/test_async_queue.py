@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from clock import await_past
 from echomq import LeaseLost, Queue, State
 
 
@@ -43,6 +44,7 @@ async def test_concurrent_async_claimers_never_share_a_job(aq: Queue, backend_ur
 async def test_async_lease_lost(aq: Queue) -> None:
     await aq.add("j")
     [job] = await aq.claim(1, lease=0.03)
-    await asyncio.sleep(0.06)
+    assert job.lease_deadline is not None
+    await await_past(await aq.client(), job.lease_deadline)
     with pytest.raises(LeaseLost):
         await aq.complete(job)

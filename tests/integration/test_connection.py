@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import redis.asyncio
@@ -108,8 +109,21 @@ async def test_a_pooled_connection_closed_by_the_server_is_replaced(
         assert isinstance(conn, transport.Connection | transport.UnixDomainSocketConnection)
         with sync_client(backend_url) as admin:
             assert admin.client_kill_filter(_id=own_id) == 1
-        await asyncio.sleep(0.05)  # the close reaches the idle connection's transport
+        await wait_until_closed(conn)  # the close reached the idle connection's transport
         assert await queue.add("j")  # no TypeError/AttributeError: a new connection
         assert (await queue.stats()).counts["waiting"] == 2
     finally:
         await queue.close()
+
+
+async def wait_until_closed(conn: object, timeout: float = 10.0) -> None:
+    """Bounded poll until the server's close of an idle pooled connection has arrived."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reader, writer = getattr(conn, "_reader", None), getattr(conn, "_writer", None)
+        if (reader is not None and reader.at_eof()) or (
+            writer is not None and writer.transport.is_closing()
+        ):
+            return
+        assert time.monotonic() < deadline, "the server's close never reached the connection"
+        await asyncio.sleep(0.005)

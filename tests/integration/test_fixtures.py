@@ -15,8 +15,7 @@ from servers import (
     PrivateServer,
     ServerFactory,
     ServerPool,
-    missing_reason,
-    server_binary,
+    require_server,
 )
 
 SYSTEM_PORT = 6379
@@ -43,8 +42,7 @@ def test_backend_persists_nothing_by_default(redis_client: redis.Redis) -> None:
 
 
 def test_the_two_backends_are_different_processes(_server_pool: ServerPool) -> None:
-    if server_binary("redis") is None:
-        pytest.skip(missing_reason("redis"))
+    require_server("redis")
     valkey, redis_server = (_server_pool.get(kind) for kind in KINDS)
 
     assert valkey.pid != redis_server.pid

@@ -1,11 +1,16 @@
 """The order theorem (DESIGN §3) as properties: a real server claims what the model claims.
 
-Hypothesis draws programs of adds, batch adds, weight changes, removals and
-claims; each runs against a fresh queue on a real server and against
-``tests/model.py`` (the spec), and every claim must return the same ids in
-the same order. Each example runs under both orderings; every test runs on
-each backend. Examples: 60 per test locally, 500 when ``CI`` is set or
-``HYPOTHESIS_PROFILE=ci``.
+Hypothesis draws programs of adds, batch adds, weight changes, removals,
+claims, and outcomes of claimed jobs (complete, fail with or without a retry,
+release), pause/resume and retry_dead; each runs against a fresh queue on a
+real server and against ``tests/model.py`` (the spec), and every claim must
+return the same ids in the same order. Each example runs under both
+orderings; every test runs on each backend.
+
+Examples and seed: locally 60 per test from a random seed, so every run
+explores new programs (a failure prints the ``@reproduce_failure`` blob that
+replays it); with ``CI`` set (or ``HYPOTHESIS_PROFILE=ci``) 500 per test from
+a fixed seed (``derandomize``), so a CI run is repeatable.
 
 Timing never decides an outcome: a short delay or lease is always waited out
 on the server clock before the next operation, and the model is told that
@@ -41,6 +46,8 @@ settings.register_profile(
     "order-model",
     max_examples=500 if CI else 60,
     deadline=None,
+    derandomize=CI,  # a fixed seed in CI, a random one locally
+    print_blob=True,
     # the client fixtures are shared by all examples of a test on purpose
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -88,7 +95,39 @@ class Stall:
     n: int  # claim n on a SHORT lease and let it run out
 
 
-Op = Add | AddMany | SetWeight | Claim | Remove | Stall
+@dataclass(frozen=True)
+class Complete:
+    pick: int  # index (mod their number) into the jobs held on a long lease, oldest claim first
+
+
+@dataclass(frozen=True)
+class Fail:
+    pick: int
+    delay: float | None  # the retry delay in seconds; None = fail without retry (dead now)
+
+
+@dataclass(frozen=True)
+class Release:
+    pick: int
+
+
+@dataclass(frozen=True)
+class Pause:
+    pass
+
+
+@dataclass(frozen=True)
+class Resume:
+    pass
+
+
+@dataclass(frozen=True)
+class RetryDead:
+    picks: tuple[int, ...]  # indexes (mod their number) into every id added, in this order
+
+
+Outcome = Complete | Fail | Release
+Op = Add | AddMany | SetWeight | Claim | Remove | Stall | Outcome | Pause | Resume | RetryDead
 
 GROUPS: tuple[Group, ...] = (None, "a", "b", "c")
 BIG_TIERS = (MAX_TIER, MAX_TIER - 1, 2**20)
@@ -114,6 +153,12 @@ claims = st.builds(Claim, st.integers(1, 7))
 set_weights = st.builds(SetWeight, groups, st.integers(1, 5))
 removes = st.builds(Remove, st.integers(0, 7))
 stalls = st.builds(Stall, st.integers(1, 3))
+completes = st.builds(Complete, st.integers(0, 7))
+# mostly retried at once or after SHORT, so retried jobs meet the jobs waiting behind them
+fails = st.builds(Fail, st.integers(0, 7), st.sampled_from([None, 0.0, 0.0, SHORT, FAR_FUTURE]))
+releases = st.builds(Release, st.integers(0, 7))
+pauses = st.one_of(st.just(Pause()), st.just(Resume()))
+retry_deads = st.builds(RetryDead, st.lists(st.integers(0, 30), min_size=1, max_size=4).map(tuple))
 
 
 def programs(
@@ -209,6 +254,7 @@ class Lockstep:
         self.model = model
         self.ids: list[str] = []
         self.claimed: list[str] = []
+        self.held: dict[str, Job] = {}  # claimed on a long lease, no outcome yet
         self.clock: float = -NEVER  # latest server time seen (ms)
 
     @property
@@ -218,7 +264,10 @@ class Lockstep:
     def run(self, program: Sequence[Op]) -> None:
         for op in program:
             self.apply(op)
+        if self.model.paused:
+            self.apply(Resume())
         self.drain()
+        self.check_counts()
 
     def apply(self, op: Op) -> None:
         match op:
@@ -238,6 +287,10 @@ class Lockstep:
                 self.remove(pick)
             case Stall(n):
                 self.claim(n, lease=SHORT)
+            case Complete() | Fail() | Release():
+                self.outcome(op)
+            case Pause() | Resume() | RetryDead():
+                self.control(op)
 
     def _add_many(self, items: Sequence[Add], late_first: bool) -> None:
         if not late_first:
@@ -290,7 +343,73 @@ class Lockstep:
         self.claimed.extend(got)
         if deadline != NEVER:
             self.clock = wait_for_server_ms(self.queue.client(), deadline)
+        else:
+            self.held.update((job.id, job) for job in jobs)
         return got
+
+    def outcome(self, op: Outcome) -> None:
+        """Complete, fail or release a held job on both sides; a retry delay is waited out."""
+        if not self.held:
+            return
+        job = self.held.pop(list(self.held)[op.pick % len(self.held)])
+        match op:
+            case Complete():
+                self.queue.complete(job, result=job.data)
+                self.model.complete(job.id)
+            case Release():
+                self.queue.release(job)
+                self.model.release(job.id)
+            case Fail(_, delay):
+                state = self.queue.fail(job, "boom", retry=delay is not None, retry_delay=delay)
+                fire = None if delay is None else self._retry_at(job.id, state, delay)
+                want = self.model.fail(job.id, fire)
+                assert state == want, f"{self.where}: fail of {job.id} left it {state}, not {want}"
+                if fire is not None and fire != NEVER and state is State.FAILED:
+                    self.clock = wait_for_server_ms(self.queue.client(), fire)
+
+    def control(self, op: Pause | Resume | RetryDead) -> None:
+        match op:
+            case Pause():
+                self.queue.pause()
+                self.model.pause()
+            case Resume():
+                self.queue.resume()
+                self.model.resume()
+            case RetryDead(picks):
+                self.retry_dead(picks)
+
+    def _retry_at(self, job_id: str, state: State, delay: float) -> float:
+        """The retry's fire time (ms) as the server stored it; ``NEVER`` for a far one."""
+        if state is not State.FAILED:
+            return 0.0  # dead: the model decides that from the attempts alone
+        if delay >= FAR_FUTURE:
+            return NEVER
+        job = self.queue.get(job_id)
+        assert job is not None and job.state is State.FAILED
+        return ms(job.run_at)
+
+    def retry_dead(self, picks: Sequence[int]) -> None:
+        """Revive the picked ids in the picked order; ids that are not dead are skipped."""
+        if not self.ids:
+            return
+        chosen = [self.ids[i % len(self.ids)] for i in picks]
+        moved = self.queue.retry_dead(chosen)
+        want = self.model.retry_dead(chosen)
+        assert moved == want, f"{self.where}: retry_dead({chosen}) moved {moved}, not {want}"
+
+    def check_counts(self) -> None:
+        """The server's state counts agree with the model's after the drain."""
+        model = self.model
+        want = {
+            "waiting": 0,
+            "active": len(model.active),
+            "delayed": len(model.delayed) - len(model.retrying),
+            "failed": len(model.retrying),
+            "completed": len(model.completed),
+            "dead": len(model.dead),
+        }
+        counts = self.queue.stats().counts
+        assert {state: counts[state] for state in want} == want, self.where
 
     def remove(self, pick: int) -> None:
         # waiting jobs of the head lane come first: removing them ends turns early
@@ -299,6 +418,7 @@ class Lockstep:
             job_id = candidates[pick % len(candidates)]
             assert self.queue.remove(job_id) == (job_id in self.model.jobs)
             self.model.remove(job_id)
+            self.held.pop(job_id, None)
 
     def drain(self) -> None:
         """Claim until empty; afterwards nothing is waiting on either side."""
@@ -423,6 +543,91 @@ def test_delayed_and_expired_jobs_follow_the_model(
             assert not set(run.claimed) & far_future
             counts = queue.stats().counts
             assert (counts["delayed"], counts["dead"]) == (len(far_future), len(run.model.dead))
+
+
+# -- 3b. outcomes: complete, fail and retry, release, pause, revive -----------------
+# The re-entry orders of docs/ordering.md and docs/lifecycle.md, pinned: job 1
+# (claimed) and jobs 2, 3 of lane a, added one after the other.
+# A retried job comes due with a fresh arrival: composite serves it behind the
+# jobs waiting then (2, 3, 1), mint at its id (1, 2, 3) ...
+RETRY_COMES_BACK_FRESH = [Add(0, "a"), Claim(1), Add(0, "a"), Fail(0, 0.0), Add(0, "a"), Claim(3)]
+# ... also after a delay that is waited out, and behind a job of a lower tier
+# only within its own tier ...
+RETRY_AFTER_DELAY = [Add(1, "a"), Claim(1), Add(1, "a"), Add(2, "a"), Fail(0, SHORT), Claim(3)]
+# ... a released job is waiting again at its old place (1, 2, 3 in both orderings) ...
+RELEASE_KEEPS_PLACE = [Add(0, "a"), Claim(1), Add(0, "a"), Release(0), Add(0, "a"), Claim(3)]
+# ... a revived dead job gets a fresh arrival too (composite 2, 1; mint 1, 2),
+# and revivals enter in the order asked for ...
+REVIVE_FRESH = [
+    lane_jobs("a", "b", "a"),
+    Claim(3),
+    Fail(0, None),
+    Fail(0, None),
+    Add(0, "a"),
+    RetryDead((1, 0, 1)),
+    Claim(4),
+]
+# ... at max_attempts a fail is dead whatever the delay; a release gives the
+# attempt back, so the released job still has its retry ...
+ATTEMPTS_RUN_OUT = [
+    *(Add(0, "a"), Claim(1), Release(0)),
+    *(Claim(1), Fail(0, 0.0), Claim(1), Fail(0, 0.0)),
+]
+# ... and a paused queue claims nothing, yet promotes and reaps, so the ring
+# order on resume is that of the promotions (b, then a).
+PAUSED_KEEPS_ORDER = [
+    *(Add(0, "a"), Stall(1), Add(0, "b", SHORT)),
+    *(Pause(), Claim(2), Resume(), Claim(2)),
+]
+
+
+@PROFILE
+@given(
+    program=programs(
+        adds(ANY_DELAY),
+        adds(),
+        add_manys(adds()),
+        set_weights,
+        claims,
+        claims,
+        stalls,
+        completes,
+        fails,
+        fails,
+        fails,
+        releases,
+        pauses,
+        retry_deads,
+        min_size=8,
+        max_size=30,
+    ),
+    max_attempts=st.integers(1, 3),
+    max_stalls=st.integers(0, 1),
+)
+@example(program=RETRY_COMES_BACK_FRESH, max_attempts=3, max_stalls=1)
+@example(program=RETRY_AFTER_DELAY, max_attempts=3, max_stalls=1)
+@example(program=RELEASE_KEEPS_PLACE, max_attempts=3, max_stalls=1)
+@example(program=REVIVE_FRESH, max_attempts=3, max_stalls=1)
+@example(program=ATTEMPTS_RUN_OUT, max_attempts=2, max_stalls=1)
+@example(program=PAUSED_KEEPS_ORDER, max_attempts=3, max_stalls=1)
+def test_retries_releases_and_revivals_follow_the_model(
+    client: connection.SyncClient,
+    queue_name: str,
+    program: list[Op],
+    max_attempts: int,
+    max_stalls: int,
+) -> None:
+    """Jobs that come back (retry, release, stall, retry_dead) re-enter where the docs say.
+
+    Every claim is compared with the model, every fail's resulting state
+    (failed or dead), every retry_dead's moved ids, and at the end the
+    server's count of each state.
+    """
+    for ordering in ORDERINGS:
+        options = {"max_attempts": max_attempts, "max_stalls": max_stalls}
+        with fresh_queue(client, queue_name, ordering, **options) as queue:
+            model = OrderModel(ordering, max_stalls=max_stalls, max_attempts=max_attempts)
+            Lockstep(queue, model).run(program)
 
 
 # -- 4. concurrent claimers -------------------------------------------------------

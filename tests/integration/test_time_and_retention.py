@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
+from clock import wait_past
 from echomq import Job, State, SyncQueue
 
 
@@ -17,16 +18,19 @@ def server_now(client: redis.Redis) -> datetime:
 
 
 def test_delayed_job_waits_for_its_fire_time(sq: SyncQueue, redis_client: redis.Redis) -> None:
-    job_id = sq.add("later", delay=0.25)
+    job_id = sq.add("later", delay=0.5)
     job = sq.get(job_id)
     assert job is not None and job.state is State.DELAYED and job.run_at is not None
-    assert sq.claim(1) == []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     claimed: list[Job] = []
+    tries = 0
     while not claimed and time.monotonic() < deadline:
         claimed = sq.claim(1)
+        tries += 1
         time.sleep(0.01)
-    assert [j.id for j in claimed] == [job_id]
+    assert [j.id for j in claimed] == [job_id] and claimed[0].claimed_at is not None
+    # claims were tried all along; by the server clock none got it before its fire time
+    assert tries > 1 and claimed[0].claimed_at >= job.run_at
     assert server_now(redis_client) >= job.run_at
 
 
@@ -48,16 +52,22 @@ def test_run_at_in_the_future_is_delayed(sq: SyncQueue) -> None:
 def test_due_delayed_job_joins_its_lane_by_tier(sq: SyncQueue) -> None:
     low = sq.add("low", priority=5)
     urgent = sq.add("urgent", priority=0, delay=0.05)
-    time.sleep(0.1)
+    fire = sq.get(urgent)
+    assert fire is not None and fire.run_at is not None
+    wait_past(sq.client(), fire.run_at)
     assert [j.id for j in sq.claim(2)] == [urgent, low]
 
 
 def test_maintain_promotes_and_reports_the_next_fire(sq: SyncQueue) -> None:
-    sq.add("soon", delay=0.05)
+    soon = sq.add("soon", delay=1.0)
     sq.add("later", delay=3600)
     report = sq.maintain()
     assert report.promoted == 0 and report.next_fire is not None
-    time.sleep(0.1)
+    job = sq.get(soon)
+    assert job is not None and job.run_at is not None
+    assert report.server_time < job.run_at  # so the first pass could not promote it
+    assert report.next_fire == job.run_at
+    wait_past(sq.client(), job.run_at)
     report = sq.maintain()
     assert report.promoted == 1
     assert report.next_fire is not None
@@ -110,8 +120,9 @@ def test_completed_jobs_are_pruned_by_age(make_sync: Callable[..., SyncQueue]) -
     q = make_sync(keep_completed_age=0.05)
     old, new = q.add("old"), q.add("new")
     [job_old, job_new] = q.claim(2)
-    q.complete(job_old)
-    time.sleep(0.1)
+    finished = q.complete(job_old)
+    assert finished is not None
+    wait_past(q.client(), finished + timedelta(seconds=0.05))  # old is past its age
     q.complete(job_new)
     assert q.get(old) is None
     assert q.get(new) is not None

@@ -1,7 +1,8 @@
 """The page itself in headless Chromium (Debian's ``chromium``, driven by Playwright).
 
-Skipped with a reason when Playwright or a Chromium binary is missing; CI
-installs both (``apt-get install chromium``; never ``playwright install``).
+Skipped with a reason when Playwright or a Chromium binary is missing (a
+failure when ``CI`` is set: tests/prerequisites.py); CI installs both
+(``apt-get install chromium``; never ``playwright install``).
 Runs on Valkey only: the API tests cover both backends. The last test keeps a
 screenshot in ``test-artifacts/dashboard.png``.
 """
@@ -20,10 +21,14 @@ import pytest
 
 from echomq import SyncQueue
 from echomq.score import encode
+from prerequisites import missing
 from web.conftest import Dashboard, StartDashboard
 from web.webtools import TOKEN, make_dead, wait_for
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+try:
+    import playwright.sync_api as playwright_api
+except ImportError:
+    missing("playwright", "pip install -e '.[dev]'", module=True)
 
 CHROMIUM_ENV = "ECHOMQ_CHROMIUM"
 CHROMIUM_ARGS = [
@@ -51,7 +56,7 @@ def chromium_path() -> str | None:
 def browser() -> Iterator[Any]:
     path = chromium_path()
     if path is None:
-        pytest.skip("no chromium binary (Debian: apt-get install chromium; or set ECHOMQ_CHROMIUM)")
+        missing("chromium", "Debian: apt-get install chromium; or set ECHOMQ_CHROMIUM")
     with playwright_api.sync_playwright() as pw:
         launched = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield launched

@@ -165,7 +165,7 @@ class Worker:
         if self._session is not None:
             raise RuntimeError("this Worker is already running")
         loop = asyncio.get_running_loop()
-        await self.queue.client()  # connect (and maybe start the embedded server) first
+        await self._connect()
         session = self._session = _Session(self, loop)
         if self._stop_early is not None:
             session.request_stop(self._stop_early)
@@ -185,6 +185,22 @@ class Worker:
                 loop.remove_signal_handler(sig)
             self._session = None
         log.info("worker on queue %s stopped", self.queue.name)
+
+    async def _connect(self) -> None:
+        """Connect (maybe starting the embedded server) and greet the server first.
+
+        A server that cannot be reached yet is a transient error like any later
+        one: retried with capped pauses until it answers or the worker is stopped.
+        """
+        pauses = Pauses()
+        while self._stop_early is None:
+            try:
+                await self.queue.client()
+                return
+            except TRANSIENT as exc:
+                pause = pauses.next()
+                log.warning("queue %s: %s; retrying in %.2f s", self.queue.name, exc, pause)
+                await asyncio.sleep(pause)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         if threading.current_thread() is not threading.main_thread():
