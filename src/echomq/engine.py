@@ -29,8 +29,12 @@ from echomq.keys import QueueKeys, check_name, group_of, lane_of
 from echomq.options import (
     MAX_ATTEMPTS,
     MAX_CLAIM,
+    MAX_ERROR_BYTES,
     MAX_LEASE,
+    MAX_TRACEBACK_BYTES,
     QueueOptions,
+    bounded_text,
+    check_add_many_item,
     check_int,
     check_job_name,
     check_key,
@@ -44,6 +48,9 @@ from echomq.scripts import Script, script
 
 T = TypeVar("T")
 FINISHED_SETS = ("delayed", "failed", "active", "completed", "dead")
+#: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
+#: traceback and progress, and cuts the error to this many bytes on the server.
+SUMMARY_ERROR_BYTES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,8 +254,7 @@ class Engine:
         batch = list(items)
         jobs = []
         for i, (item, job_id) in enumerate(zip(batch, ids.new_ids(len(batch)), strict=True)):
-            if not isinstance(item, Mapping) or "name" not in item:
-                raise InvalidOption(f"add_many item {i} must be a mapping with a 'name'")
+            check_add_many_item(i, item)
             size = len(item)
             if size == 1 or (size == 2 and "data" in item):  # the common shape: no copy
                 jobs.append(self.new_job(item["name"], item.get("data"), job_id=job_id))
@@ -322,12 +328,14 @@ class Engine:
         if retry_delay is None:
             retry_delay = self.options.backoff.delay(max(1, job.attempts))
         delay = delay_ms(retry_delay) if retry else -1
+        error_text = bounded_text("error", error, MAX_ERROR_BYTES)
+        tb_text = bounded_text("traceback", traceback or "", MAX_TRACEBACK_BYTES)
         detail = f"job {job.id}: fail refused"
 
         def parse(reply: Any) -> State:
             return State(_check_code(reply, detail)[0])
 
-        return self._script("fail", parse, job.id, token, str(error), traceback or "", str(delay))
+        return self._script("fail", parse, job.id, token, error_text, tb_text, str(delay))
 
     def extend(self, job: Job, lease: float) -> Call[datetime | None]:
         token = _lease_of(job)
@@ -413,9 +421,17 @@ class Engine:
         return Call(parse=parse, command=("HGETALL", self.keys.job(job_id)))
 
     def list_jobs(
-        self, which: str, *, offset: int = 0, count: int = 100, group: str | None = None
+        self,
+        which: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
     ) -> Call[list[Job]]:
-        """A page of jobs: a state set, or (``which="waiting"``) one lane in claim order."""
+        """A page of jobs: a state set, or (``which="waiting"``) one lane in claim order.
+
+        ``summary``: read only what a list row shows (see SUMMARY_ERROR_BYTES)."""
         check_int("offset", offset, 0, 10**9)
         check_int("count", count, 1, 10_000)
         if which == "waiting":
@@ -426,7 +442,8 @@ class Engine:
             raise InvalidOption(
                 f"state {which!r} is not one of waiting, {', '.join(FINISHED_SETS)}"
             )
-        return self._script("listJobs", _jobs, target, str(offset), str(count), newest)
+        preview = str(SUMMARY_ERROR_BYTES if summary else 0)
+        return self._script("listJobs", _jobs, target, str(offset), str(count), newest, preview)
 
     def stats(self, lane_limit: int = 1000) -> Call[QueueStats]:
         check_int("lane_limit", lane_limit, 1, 1_000_000)

@@ -147,11 +147,20 @@ class Queue(QueueShell[connection.AsyncClient]):
         return await self._send(self.engine.get(job_id))
 
     async def jobs(
-        self, state: str, *, offset: int = 0, count: int = 100, group: str | None = None
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
     ) -> list[Job]:
-        """A page of jobs in one state (``waiting`` lists one lane in claim order)."""
+        """A page of jobs in one state (``waiting`` lists one lane in claim order).
+
+        ``summary=True`` reads only what a list row needs: no data, result,
+        traceback or progress, the error cut to about 1 KiB."""
         return await self._send(
-            self.engine.list_jobs(state, offset=offset, count=count, group=group)
+            self.engine.list_jobs(state, offset=offset, count=count, group=group, summary=summary)
         )
 
     async def dead(self, *, offset: int = 0, count: int = 100) -> list[Job]:

@@ -124,9 +124,17 @@ class SyncQueue(QueueShell[connection.SyncClient]):
         return self._send(self.engine.get(job_id))
 
     def jobs(
-        self, state: str, *, offset: int = 0, count: int = 100, group: str | None = None
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
     ) -> list[Job]:
-        return self._send(self.engine.list_jobs(state, offset=offset, count=count, group=group))
+        return self._send(
+            self.engine.list_jobs(state, offset=offset, count=count, group=group, summary=summary)
+        )
 
     def dead(self, *, offset: int = 0, count: int = 100) -> list[Job]:
         return self.jobs("dead", offset=offset, count=count)

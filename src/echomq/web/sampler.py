@@ -4,7 +4,8 @@ The server keeps running totals per queue (added, completed, failed); the
 sampler reads them every ``interval`` seconds and keeps ``history`` seconds of
 samples in memory, so the page can draw rates without the server storing any
 time series. The same tick feeds the claim latency histogram
-(:mod:`echomq.web.metrics`) from the active and newest completed and dead jobs.
+(:mod:`echomq.web.metrics`) from the active and newest completed and dead jobs,
+read as summaries (no payloads, results or tracebacks).
 """
 
 from __future__ import annotations
@@ -105,4 +106,5 @@ class Sampler:
         stats = await queue.stats(lane_limit=1)
         self.throughput.record(name, time.time(), stats.totals)
         for state in ("active", "completed", "dead"):
-            self.latency.observe(name, await queue.jobs(state, count=self.observe))
+            jobs = await queue.jobs(state, count=self.observe, summary=True)
+            self.latency.observe(name, jobs)
