@@ -40,7 +40,7 @@ from echomq import Queue, SyncQueue
 from echomq.web.app import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import BenchServer  # noqa: E402
+from harness import BenchServer
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "dashboard.md"
 BEGIN, END = "<!-- dashboard-bytes:begin -->", "<!-- dashboard-bytes:end -->"

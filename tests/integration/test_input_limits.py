@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -100,13 +101,19 @@ def test_nan_and_infinity_are_refused_everywhere(
 
 
 def test_add_many_refuses_unknown_keys(sq: SyncQueue, redis_client: redis.Redis) -> None:
-    for item in ({"name": "j", "foo": 1}, {"name": "j", "job_id": "x"}, {"name": "j", "name2": 1}):
+    items: list[dict[str, Any]] = [
+        {"name": "j", "foo": 1},
+        {"name": "j", "job_id": "x"},
+        {"name": "j", "name2": 1},
+    ]
+    for item in items:
+        batch = [{"name": "fine"}, item]
         refused(
             redis_client,
             sq,
             InvalidOption,
             r"add_many item 1 has unknown keys .* allowed: name, data, priority",
-            lambda item=item: sq.add_many([{"name": "fine"}, item]),
+            partial(sq.add_many, batch),
         )
 
 

@@ -156,9 +156,7 @@ def dashboard(
     click.echo(f"echomq dashboard on {base}  (metrics: {base}metrics)")
     if token:
         # never the token itself: terminals are logged, shared and scrolled back
-        click.echo(
-            f"actions enabled: paste the token into the page, or open {base}#token=<token>"
-        )
+        click.echo(f"actions enabled: paste the token into the page, or open {base}#token=<token>")
     else:
         click.echo(f"read-only: start with --token-file (or {TOKEN_ENV}) to enable actions")
     if not loopback:
