@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypedDict
 
 from echomq.errors import InvalidDelay, InvalidOption, InvalidWeight
 
@@ -28,16 +27,25 @@ MAX_DELAY = 10 * 365 * 86_400.0
 MAX_ATTEMPTS = 1000
 MAX_KEY_LENGTH = 512
 MAX_JOB_NAME = 256
+#: a lease in seconds when none is given (claims, renewals, workers).
+DEFAULT_LEASE = 30.0
+#: a worker's running handlers when none is given.
+DEFAULT_CONCURRENCY = 10
+#: seconds a stopping worker lets running handlers finish when none is given.
+DEFAULT_GRACE = 10.0
+#: the largest payload (and result, progress) a queue accepts by default, in bytes.
+DEFAULT_MAX_PAYLOAD = 512 * 1024
+#: seconds a durable add waits for a replica by default (echomq.sending.durable).
+DEFAULT_DURABLE_TIMEOUT = 5.0
+#: the longest durable wait (it must stay below the client's socket timeout).
+MAX_DURABLE_TIMEOUT = 8.0
 #: most UTF-8 bytes a stored error message or traceback keeps (longer ones are cut).
 MAX_ERROR_BYTES = 1024 * 1024
 MAX_TRACEBACK_BYTES = 1024 * 1024
 #: deepest JSON nesting a payload, result or progress value may have (orjson's own bound).
 MAX_JSON_DEPTH = 254
-#: the default and the highest per-queue payload limit (QueueOptions.max_payload).
-DEFAULT_MAX_PAYLOAD = 512 * 1024
+#: the highest per-queue payload limit (QueueOptions.max_payload).
 MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
-#: the keys one add_many item may have (add's keywords, plus name and data).
-ADD_MANY_KEYS = ("name", "data", "priority", "group", "delay", "run_at", "max_attempts", "key")
 
 #: input → (allowed values, what a refusal raises): the table docs/lifecycle.md shows.
 LIMITS: tuple[tuple[str, str, str], ...] = (
@@ -80,7 +88,8 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
     ("lease", f"seconds > 0 and ≤ {MAX_LEASE:,.0f} (seven days)", "InvalidOption"),
     (
         "add_many item",
-        f"a mapping with `name` and only the keys {', '.join(ADD_MANY_KEYS)}",
+        "a mapping with `name`, and else only `data` and add's keywords "
+        "(priority, group, delay, run_at, max_attempts, key)",
         "InvalidOption",
     ),
     ("jobs() page", "offset 0 … 10^9, count 1 … 10,000", "InvalidOption"),
@@ -109,6 +118,11 @@ def check_seconds(what: str, value: object, low: float, high: float, *, open_low
             f"{what} {value!r} is out of range; allowed seconds {bound} and <= {high}"
         )
     return float(value)  # type: ignore[arg-type]
+
+
+def check_durable_timeout(timeout: object) -> float:
+    """A durable wait in seconds, > 0 and ≤ MAX_DURABLE_TIMEOUT (InvalidOption otherwise)."""
+    return check_seconds("durable_timeout", timeout, 0.0, MAX_DURABLE_TIMEOUT, open_low=True)
 
 
 def check_weight(weight: object) -> int:
@@ -142,18 +156,6 @@ def check_key(key: object) -> str:
             "of valid UTF-8"
         )
     return key
-
-
-def check_add_many_item(index: int, item: object) -> None:
-    """An add_many item: a mapping with a ``name`` and only add's keywords."""
-    if not isinstance(item, Mapping) or "name" not in item:
-        raise InvalidOption(f"add_many item {index} must be a mapping with a 'name'")
-    unknown = [k for k in item if k not in ADD_MANY_KEYS]
-    if unknown:
-        raise InvalidOption(
-            f"add_many item {index} has unknown keys {unknown!r:.200}; "
-            f"allowed: {', '.join(ADD_MANY_KEYS)}"
-        )
 
 
 def bounded_text(what: str, value: object, limit: int) -> str:
@@ -235,6 +237,20 @@ class Backoff:
         return max(0.0, raw * (1 + spread))
 
 
+class QueueSettings(TypedDict, total=False):
+    """The keyword options of ``Queue``/``SyncQueue`` that become :class:`QueueOptions`."""
+
+    ordering: Ordering
+    max_stalls: int
+    keep_completed: int
+    keep_completed_age: float
+    keep_dead: int
+    keep_dead_age: float
+    max_payload: int
+    max_attempts: int
+    backoff: Backoff | None
+
+
 @dataclass(frozen=True, slots=True)
 class QueueOptions:
     """Per-queue settings that the scripts receive with every call."""
@@ -259,6 +275,14 @@ class QueueOptions:
         check_seconds("keep_dead_age", self.keep_dead_age, 0, MAX_DELAY, open_low=False)
         check_int("max_payload", self.max_payload, 1, MAX_PAYLOAD_LIMIT)
         check_int("max_attempts", self.max_attempts, 1, MAX_ATTEMPTS)
+
+    @classmethod
+    def from_settings(cls, settings: QueueSettings) -> QueueOptions:
+        """The options a queue was opened with: its settings over the defaults above."""
+        given = dict(settings)
+        if given.get("backoff", 0) is None:
+            del given["backoff"]
+        return cls(**given)  # type: ignore[arg-type]
 
     def script_block(self) -> list[str]:
         """ARGV[2..6] of every script (ARGV[1] is the key prefix)."""
