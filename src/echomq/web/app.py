@@ -88,7 +88,11 @@ async def _on_refused(request: Request, exc: Exception) -> Response:
 
 async def _on_redis_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(
-        {"error": f"cannot reach the server: {exc}", "kind": "ServerError"}, status_code=503
+        {
+            "error": f"cannot reach the server: {connection.redact_url(str(exc))}",
+            "kind": "ServerError",
+        },
+        status_code=503,
     )
 
 

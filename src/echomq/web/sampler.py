@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from echomq.web.guard import audit_text
 from echomq.web.metrics import ClaimLatency
 from echomq.web.registry import QueueRegistry, gather_bounded
 
@@ -91,7 +92,7 @@ class Sampler:
             try:
                 await self.tick()
             except Exception as exc:  # the server may be down; the page shows that itself
-                log.warning("dashboard sampling failed: %s", exc)
+                log.warning("dashboard sampling failed: %s", audit_text(exc))
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
     async def tick(self) -> None:
