@@ -25,7 +25,8 @@ only the user can reach the server. What is trusted, and why:
   another user could plant files there;
 - ``valkey.conf`` is written to a new file and renamed into place, so a
   planted symlink is replaced, never followed;
-- the server starts with umask 077: its AOF, log and pid files are private;
+- the server starts with umask 077: its AOF, log and pid files are private
+  (files an older version left open to others are made private at start);
 - a socket owned by another uid is never connected to;
 - a pid (from the pid file) is the server's only if that process's command
   line names this data directory's socket, so a stale pid file can never
@@ -237,6 +238,10 @@ class EmbeddedServer:
         """Render the config and run valkey-server, which forks the daemon and returns."""
         _make_socket_dir(self.socket_path.parent)
         _write_new_file(self.config_path, self._config_text())
+        # files an older version left readable (the AOF was 0644): private from now on
+        aof = self.data_dir / "appendonlydir"
+        for path in (self.log_path, self.pid_path, aof, *_entries(aof)):
+            _make_private(path)
         command = [valkey_executable(), str(self.config_path)]
         try:
             done = subprocess.run(
@@ -565,6 +570,28 @@ def _check_private_dir(path: Path) -> None:
         f"refusing to use {path} as the echomq data dir: {problem}; "
         f"use a private directory (chmod 700) or set {HOME_ENV}"
     )
+
+
+def _entries(directory: Path) -> list[Path]:
+    """The entries of ``directory``, or none if it cannot be listed."""
+    try:
+        return list(directory.iterdir())
+    except OSError:
+        return []
+
+
+def _make_private(path: Path) -> None:
+    """Drop group and other permissions from our own regular file or directory
+    (never through a symlink: the entry itself is checked first)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return
+    if st.st_uid != os.getuid() or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return
+    if st.st_mode & 0o077:
+        with contextlib.suppress(OSError):
+            path.chmod(stat.S_IMODE(st.st_mode) & ~0o077)
 
 
 def _write_new_file(path: Path, text: str) -> None:

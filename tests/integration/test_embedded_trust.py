@@ -72,6 +72,12 @@ def test_a_missing_data_dir_is_created_private(home: Path) -> None:
 
 
 def test_the_server_files_are_private(embedded: EmbeddedServer) -> None:
+    aof = embedded.data_dir / "appendonlydir"
+    aof.mkdir(mode=0o755, parents=True)  # as an older version left them
+    embedded.log_path.write_text("old log\n", encoding="utf-8")
+    embedded.log_path.chmod(0o644)
+    aof.chmod(0o755)
+    embedded.data_dir.chmod(0o700)
     old = os.umask(0o022)  # a usual login umask: files would be 0644 without our own
     try:
         embedded.ensure_running()

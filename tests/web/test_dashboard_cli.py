@@ -186,3 +186,15 @@ def test_a_password_in_the_url_is_not_echoed(backend_url: str) -> None:
     )
     assert done.returncode == 1 and "unsupported server url" in done.stderr
     assert "hunter2" not in done.stderr and "user:***@nowhere" in done.stderr
+
+
+def test_a_token_in_argv_gets_a_warning_and_is_not_echoed(backend_url: str) -> None:
+    done = subprocess.run(
+        dashboard_cli("--url", "redis://127.0.0.1:1/0", "--token", TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1 and "cannot reach the server" in done.stderr
+    assert "warning: --token is visible to every local user (ps)" in done.stderr
+    assert TOKEN not in done.stderr + done.stdout

@@ -18,10 +18,14 @@ import stat
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from echomq import connection
 from echomq.cli.common import CONTEXT_SETTINGS, fail
 from echomq.web import LOOPBACK_HOSTS, TOKEN_ENV
+
+#: where a --token given in argv comes from (click's parameter source)
+COMMAND_LINE = ParameterSource.COMMANDLINE
 
 
 def is_loopback(host: str) -> bool:
@@ -132,6 +136,10 @@ def dashboard(
         if token:
             fail(f"give --token-file or --token/{TOKEN_ENV}, not both")
         token = read_token_file(token_file)
+    elif token and click.get_current_context().get_parameter_source("token") == COMMAND_LINE:
+        click.echo(
+            "warning: --token is visible to every local user (ps); prefer --token-file", err=True
+        )
     import uvicorn  # the web stack is imported only by this command
 
     from echomq.web.app import create_app
