@@ -28,6 +28,7 @@ server is reconnected transparently. redis-py uses hiredis when installed.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,6 +50,7 @@ __all__ = [
     "async_client",
     "is_cluster_url",
     "normalize_url",
+    "redact_url",
     "resolve_url",
     "socket_timeout_of",
     "sync_client",
@@ -71,6 +73,16 @@ _CLUSTER_SCHEMES = {
     "valkey+cluster": "redis",
     "valkeys+cluster": "rediss",
 }
+
+#: ``scheme://user:password@`` in any text (greedy: a password may hold an ``@``)
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^/\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every url in it replaced by ``***``: for
+    error messages, ``echomq server status`` and the dashboard."""
+    return _URL_PASSWORD.sub(r"\g<head>:***@", text)
+
 
 #: what sync_client returns: a single server's client or a cluster client.
 SyncClient = redis.Redis | redis.cluster.RedisCluster
@@ -111,7 +123,9 @@ def normalize_url(url: str) -> str:
         return _ALIASES[scheme] + url[len(scheme) :]
     if scheme not in _SCHEMES:
         allowed = ", ".join(f"{s}://" for s in (*_SCHEMES, *_ALIASES))
-        raise ServerError(f"unsupported server url {url!r}: the scheme must be one of {allowed}")
+        raise ServerError(
+            f"unsupported server url {redact_url(url)!r}: the scheme must be one of {allowed}"
+        )
     return url
 
 
@@ -184,9 +198,11 @@ def _cluster_node_url(url: str, scheme: str) -> str:
     """The ``redis(s)://host:port`` of a cluster url's node; ServerError for a socket or db."""
     parts = urlsplit(url)
     if not parts.hostname:
-        raise ServerError(f"invalid cluster url {url!r}: expected redis+cluster://host:port")
+        raise ServerError(
+            f"invalid cluster url {redact_url(url)!r}: expected redis+cluster://host:port"
+        )
     if parts.path.strip("/") not in ("", "0"):
-        raise ServerError(f"invalid cluster url {url!r}: a cluster has only database 0")
+        raise ServerError(f"invalid cluster url {redact_url(url)!r}: a cluster has only database 0")
     return _CLUSTER_SCHEMES[scheme] + url[len(scheme) :]
 
 

@@ -18,7 +18,19 @@ else ``~/.local/share/echomq``) holds::
     appendonlydir/   the AOF
 
 No TCP port is opened (``port 0``) and the socket is ``unixsocketperm 700``, so
-only the user can reach the server.
+only the user can reach the server. What is trusted, and why:
+
+- the data directory must be the user's own and not writable by group or
+  others (it is created 0700); otherwise every command refuses it, since
+  another user could plant files there;
+- ``valkey.conf`` is written to a new file and renamed into place, so a
+  planted symlink is replaced, never followed;
+- the server starts with umask 077: its AOF, log and pid files are private
+  (files an older version left open to others are made private at start);
+- a socket owned by another uid is never connected to;
+- a pid (from the pid file) is the server's only if that process's command
+  line names this data directory's socket, so a stale pid file can never
+  make ``stop`` signal an unrelated process.
 """
 
 from __future__ import annotations
@@ -165,6 +177,8 @@ class EmbeddedServer:
         The common case (already running) is one PING without taking the lock.
         Raises ServerError, quoting the log tail, if it cannot be started.
         """
+        if self.data_dir.exists():
+            _check_private_dir(self.data_dir)
         if self._answers():
             return self.url
         with self._locked():
@@ -223,7 +237,11 @@ class EmbeddedServer:
     def _launch(self) -> None:
         """Render the config and run valkey-server, which forks the daemon and returns."""
         _make_socket_dir(self.socket_path.parent)
-        self.config_path.write_text(self._config_text(), encoding="utf-8")
+        _write_new_file(self.config_path, self._config_text())
+        # files an older version left readable (the AOF was 0644): private from now on
+        aof = self.data_dir / "appendonlydir"
+        for path in (self.log_path, self.pid_path, aof, *_entries(aof)):
+            _make_private(path)
         command = [valkey_executable(), str(self.config_path)]
         try:
             done = subprocess.run(
@@ -233,6 +251,7 @@ class EmbeddedServer:
                 stderr=subprocess.PIPE,
                 timeout=self.start_timeout,
                 start_new_session=True,  # the daemon must not share our terminal's signals
+                umask=0o077,  # the AOF, log and pid file are the user's alone
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -331,9 +350,22 @@ class EmbeddedServer:
             decode_responses=True,
         )
 
+    def _socket_ready(self) -> bool:
+        """True if the socket exists; ServerError if another uid owns it (never used)."""
+        try:
+            st = self.socket_path.lstat()
+        except OSError:
+            return False
+        if st.st_uid != os.getuid():
+            raise ServerError(
+                f"refusing to use the socket {self.socket_path}: it belongs to uid {st.st_uid}, "
+                f"not to this user (uid {os.getuid()}); remove it or set {HOME_ENV}"
+            )
+        return True
+
     def _answers(self) -> bool:
         """True if the server answers PING (a server still loading its AOF does not)."""
-        if not self.socket_path.exists():
+        if not self._socket_ready():
             return False
         try:
             with self._probe_client() as client:
@@ -343,7 +375,7 @@ class EmbeddedServer:
 
     def _info(self) -> dict[str, str] | None:
         """INFO server + memory as strings, or None if the server does not answer."""
-        if not self.socket_path.exists():
+        if not self._socket_ready():
             return None
         try:
             with self._probe_client() as client:
@@ -362,9 +394,9 @@ class EmbeddedServer:
         return self._pid_from_file()
 
     def _pid_from_file(self) -> int | None:
-        """The pid in the pid file if that process is alive and is a valkey-server."""
+        """The pid in the pid file if that process is alive and is this directory's server."""
         pid = _read_pid(self.pid_path)
-        if pid is None or not _process_alive(pid) or not _is_valkey(pid):
+        if pid is None or not _process_alive(pid) or not _serves_socket(pid, self.socket_path):
             return None
         return pid
 
@@ -373,7 +405,11 @@ class EmbeddedServer:
         """Hold the data directory's start/stop lock, waiting a bounded time for it."""
         try:
             self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ServerError(f"cannot use {self.data_dir} as the echomq data dir: {exc}") from exc
+        _check_private_dir(self.data_dir)
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise ServerError(f"cannot use {self.data_dir} as the echomq data dir: {exc}") from exc
         try:
@@ -487,13 +523,92 @@ def _process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _is_valkey(pid: int) -> bool:
-    """Guard against a recycled pid: the process must be a valkey-server (where /proc says)."""
+def _serves_socket(pid: int, socket_path: Path) -> bool:
+    """True if ``pid``'s command line names ``socket_path``: a valkey-server started
+    from our valkey.conf shows ``unixsocket:<path>`` as its process title.
+
+    Guards against a stale pid file naming a recycled pid or an unrelated
+    server. Without /proc, ``ps`` is asked; if nobody can say, it is not ours."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return True
-    return b"valkey-server" in cmdline
+        try:
+            cmdline = subprocess.run(
+                ["ps", "-o", "command=", "-p", str(pid)],
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT,
+                check=True,
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return False
+    title = b"unixsocket:" + os.fsencode(socket_path)
+    ends = (b"", b" ", b"\0", b"\n")
+    at = cmdline.find(title)
+    while at >= 0:  # the whole argument: not a longer path that starts with ours
+        if cmdline[at - 1 : at] in ends and cmdline[at + len(title) : at + len(title) + 1] in ends:
+            return True
+        at = cmdline.find(title, at + 1)
+    return False
+
+
+def _check_private_dir(path: Path) -> None:
+    """ServerError (one line) unless ``path`` is a directory of ours that no other
+    user can write: files there are trusted (config, socket, pid file, AOF)."""
+    try:
+        st = path.lstat()
+    except OSError as exc:
+        raise ServerError(f"cannot use {path} as the echomq data dir: {exc}") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        problem = "it is not a directory"
+    elif st.st_uid != os.getuid():
+        problem = f"it belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})"
+    elif st.st_mode & 0o022:
+        problem = f"group or others may write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+    else:
+        return
+    raise ServerError(
+        f"refusing to use {path} as the echomq data dir: {problem}; "
+        f"use a private directory (chmod 700) or set {HOME_ENV}"
+    )
+
+
+def _entries(directory: Path) -> list[Path]:
+    """The entries of ``directory``, or none if it cannot be listed."""
+    try:
+        return list(directory.iterdir())
+    except OSError:
+        return []
+
+
+def _make_private(path: Path) -> None:
+    """Drop group and other permissions from our own regular file or directory
+    (never through a symlink: the entry itself is checked first)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return
+    if st.st_uid != os.getuid() or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return
+    if st.st_mode & 0o077:
+        with contextlib.suppress(OSError):
+            path.chmod(stat.S_IMODE(st.st_mode) & ~0o077)
+
+
+def _write_new_file(path: Path, text: str) -> None:
+    """Write ``path`` as a new private file renamed into place: whatever was at
+    ``path`` (a planted symlink included) is replaced, never followed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ServerError(f"cannot write {path}: {exc}") from exc
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

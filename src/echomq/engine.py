@@ -35,8 +35,11 @@ from echomq.options import (
     DEFAULT_LEASE,
     MAX_ATTEMPTS,
     MAX_CLAIM,
+    MAX_ERROR_BYTES,
     MAX_LEASE,
+    MAX_TRACEBACK_BYTES,
     QueueOptions,
+    bounded_text,
     check_durable_timeout,
     check_int,
     check_job_name,
@@ -59,6 +62,9 @@ Wake = Literal["ring", "stop"] | None
 STOP_BELL_TTL_MS = 10_000
 #: a wait shorter than this is not worth a BLPOP (and BLPOP 0 blocks forever).
 MIN_BLOCK = 0.002
+#: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
+#: traceback and progress, and cuts the error to this many bytes on the server.
+SUMMARY_ERROR_BYTES = 1024
 
 
 class JobOptions(TypedDict, total=False):
@@ -347,12 +353,14 @@ class Engine:
         if retry_delay is None:
             retry_delay = self.options.backoff.delay(max(1, job.attempts))
         delay = delay_ms(retry_delay) if retry else -1
+        error_text = bounded_text("error", error, MAX_ERROR_BYTES)
+        tb_text = bounded_text("traceback", traceback or "", MAX_TRACEBACK_BYTES)
         detail = f"job {job.id}: fail refused"
 
         def parse(reply: Any) -> State:
             return State(_check_code(reply, detail)[0])
 
-        return self._script("fail", parse, job.id, token, str(error), traceback or "", str(delay))
+        return self._script("fail", parse, job.id, token, error_text, tb_text, str(delay))
 
     def extend(self, job: Job, lease: float = DEFAULT_LEASE) -> Call[datetime | None]:
         """Renew the lease for ``lease`` seconds from now; the reply is the new deadline."""
@@ -483,9 +491,17 @@ class Engine:
         return Call(parse=parse, command=("HGETALL", self.keys.job(job_id)))
 
     def jobs(
-        self, state: str, *, offset: int = 0, count: int = 100, group: str | None = None
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
     ) -> Call[list[Job]]:
-        """A page of jobs in one state (``waiting`` lists one lane in claim order)."""
+        """A page of jobs in one state (``waiting`` lists one lane in claim order).
+
+        ``summary``: read only what a list row shows (see SUMMARY_ERROR_BYTES)."""
         check_int("offset", offset, 0, 10**9)
         check_int("count", count, 1, 10_000)
         if state == State.WAITING:
@@ -494,7 +510,8 @@ class Engine:
             target, newest = state, "1" if state in (State.COMPLETED, State.DEAD) else "0"
         else:
             raise InvalidOption(f"state {state!r} is not one of {', '.join(LISTED_STATES)}")
-        return self._script("listJobs", _jobs, target, str(offset), str(count), newest)
+        preview = str(SUMMARY_ERROR_BYTES if summary else 0)
+        return self._script("listJobs", _jobs, target, str(offset), str(count), newest, preview)
 
     def dead(self, *, offset: int = 0, count: int = 100) -> Call[list[Job]]:
         """Dead jobs, newest first, with their last error."""

@@ -7,6 +7,8 @@ names; :meth:`Job.from_hash` maps them to the attributes of :class:`Job`, and
 
 from __future__ import annotations
 
+import dataclasses
+import reprlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,7 +20,7 @@ import orjson
 
 from echomq.errors import EchoMQError, PayloadError
 from echomq.keys import group_of
-from echomq.options import DEFAULT_MAX_PAYLOAD
+from echomq.options import DEFAULT_MAX_PAYLOAD, MAX_JSON_DEPTH
 
 
 class State(StrEnum):
@@ -40,15 +42,57 @@ LISTED_STATES: tuple[str, ...] = tuple(state.value for state in State)
 _STATES: dict[str, State] = {s.value: s for s in State}
 
 
+def _short_repr() -> Callable[[object], str]:
+    """A short, depth-bounded repr for messages (a plain repr of deep JSON recurses)."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother, short.maxlist, short.maxdict = 3, 60, 60, 4, 4
+    return short.repr
+
+
+_short = _short_repr()
+
+
 def encode_payload(value: Any, *, what: str = "payload", limit: int = DEFAULT_MAX_PAYLOAD) -> str:
-    """JSON-encode ``value`` or raise PayloadError naming the problem and the limit."""
+    """JSON-encode ``value`` or raise PayloadError naming the problem and the limit.
+
+    The limits are those of :data:`echomq.options.LIMITS`: size, finite numbers
+    (orjson would write NaN and Infinity as null), depth, 64-bit integers."""
     try:
         raw = orjson.dumps(value)
     except TypeError as exc:
-        raise PayloadError(f"{what} {value!r:.80} is not JSON-serialisable: {exc}") from None
+        reason = str(exc)
+        if "Recursion limit" in reason:
+            reason = f"nested deeper than {MAX_JSON_DEPTH} levels (the limit)"
+        raise PayloadError(f"{what} {_short(value)} is not JSON-serialisable: {reason}") from None
     if len(raw) > limit:
         raise PayloadError(f"{what} is {len(raw)} bytes encoded; the limit is {limit} bytes")
+    if b"null" in raw:  # only then can a NaN or an Infinity have been written
+        bad = _non_finite(value)
+        if bad is not None:
+            raise PayloadError(
+                f"{what} holds the number {bad!r}, which JSON cannot carry; "
+                "allowed: finite numbers only"
+            )
     return raw.decode()
+
+
+def _non_finite(value: Any) -> float | None:
+    """The first NaN or ±Infinity inside ``value`` (already JSON-encodable), else None.
+
+    Iterative: orjson bounded the depth, but a walk needs no recursion at all."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+    return None
 
 
 def decode_payload(raw: str | None) -> Any:

@@ -1,9 +1,16 @@
-"""Queue options, retry backoff and the checks that guard every input."""
+"""Queue options, retry backoff and the checks that guard every input.
+
+Every limit on what a caller may send lives here (JSON payloads are encoded
+and limited by :func:`echomq.job.encode_payload`, which takes its limits from
+here too); :data:`LIMITS` lists them all, and ``docs/lifecycle.md`` shows that
+table (``python -m echomq.options`` prints it).
+"""
 
 from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypedDict
@@ -32,6 +39,61 @@ DEFAULT_MAX_PAYLOAD = 512 * 1024
 DEFAULT_DURABLE_TIMEOUT = 5.0
 #: the longest durable wait (it must stay below the client's socket timeout).
 MAX_DURABLE_TIMEOUT = 8.0
+#: most UTF-8 bytes a stored error message or traceback keeps (longer ones are cut).
+MAX_ERROR_BYTES = 1024 * 1024
+MAX_TRACEBACK_BYTES = 1024 * 1024
+#: deepest JSON nesting a payload, result or progress value may have (orjson's own bound).
+MAX_JSON_DEPTH = 254
+#: the highest per-queue payload limit (QueueOptions.max_payload).
+MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
+
+#: input → (allowed values, what a refusal raises): the table docs/lifecycle.md shows.
+LIMITS: tuple[tuple[str, str, str], ...] = (
+    ("queue name, group", "1–128 characters of `A–Z a–z 0–9 . _ - :`", "InvalidName"),
+    ("job name", f"a string of 1 … {MAX_JOB_NAME} characters, valid UTF-8", "InvalidOption"),
+    (
+        "payload (`data`), result, progress",
+        f"JSON: at most `max_payload` bytes encoded (default {DEFAULT_MAX_PAYLOAD:,}, "
+        f"settable up to {MAX_PAYLOAD_LIMIT:,}); finite numbers only (no NaN/Infinity); "
+        f"integers within 64 bits; nesting at most {MAX_JSON_DEPTH} levels; valid UTF-8",
+        "PayloadError",
+    ),
+    (
+        "error (`fail`)",
+        f"any text, valid UTF-8; longer than {MAX_ERROR_BYTES:,} bytes: the middle is cut "
+        "out and replaced by a visible `[echomq: … bytes cut …]` marker",
+        "InvalidOption",
+    ),
+    (
+        "traceback (`fail`)",
+        f"as error: at most {MAX_TRACEBACK_BYTES:,} bytes kept, head and tail around a marker",
+        "InvalidOption",
+    ),
+    (
+        "idempotency key",
+        f"a string of 1 … {MAX_KEY_LENGTH} characters, valid UTF-8",
+        "InvalidOption",
+    ),
+    ("priority (tier)", "an integer 0 … 2,097,151 (2^21 − 1)", "InvalidPriority"),
+    ("delay, retry_delay", f"seconds 0 … {MAX_DELAY:,.0f} (ten years), finite", "InvalidDelay"),
+    (
+        "run_at",
+        "a timezone-aware datetime at most ten years ahead (past: due now)",
+        "InvalidDelay",
+    ),
+    ("delay and run_at together", "refused: give one", "InvalidOption"),
+    ("max_attempts", f"an integer 1 … {MAX_ATTEMPTS}", "InvalidOption"),
+    ("weight", f"an integer 1 … {MAX_WEIGHT}", "InvalidWeight"),
+    ("claim n", f"an integer 1 … {MAX_CLAIM:,}", "InvalidOption"),
+    ("lease", f"seconds > 0 and ≤ {MAX_LEASE:,.0f} (seven days)", "InvalidOption"),
+    (
+        "add_many item",
+        "a mapping with `name`, and else only `data` and add's keywords "
+        "(priority, group, delay, run_at, max_attempts, key)",
+        "InvalidOption",
+    ),
+    ("jobs() page", "offset 0 … 10^9, count 1 … 10,000", "InvalidOption"),
+)
 
 
 def _is_int(value: object) -> bool:
@@ -69,18 +131,55 @@ def check_weight(weight: object) -> int:
     return weight  # type: ignore[return-value]
 
 
+def is_utf8(text: str) -> bool:
+    """False for a str that cannot be sent: it holds a lone surrogate."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_job_name(name: object) -> str:
-    if not isinstance(name, str) or not 1 <= len(name) <= MAX_JOB_NAME:
-        raise InvalidOption(f"job name {name!r} must be a string of 1 … {MAX_JOB_NAME} characters")
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_JOB_NAME or not is_utf8(name):
+        raise InvalidOption(
+            f"job name {name!r:.300} must be a string of 1 … {MAX_JOB_NAME} characters "
+            "of valid UTF-8"
+        )
     return name
 
 
 def check_key(key: object) -> str:
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_LENGTH:
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_LENGTH or not is_utf8(key):
         raise InvalidOption(
-            f"idempotency key {key!r} must be a string of 1 … {MAX_KEY_LENGTH} characters"
+            f"idempotency key {key!r:.600} must be a string of 1 … {MAX_KEY_LENGTH} characters "
+            "of valid UTF-8"
         )
     return key
+
+
+def bounded_text(what: str, value: object, limit: int) -> str:
+    """An error or traceback as stored: ``str(value)``, cut to ``limit`` UTF-8 bytes.
+
+    A longer text keeps its head and its tail (where a traceback names the
+    exception) around a marker saying how much was cut. Not UTF-8
+    (a lone surrogate) → InvalidOption."""
+    text = value if isinstance(value, str) else str(value)
+    try:
+        raw = text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidOption(
+            f"{what} holds {text[exc.start : exc.end]!r}, which is not valid UTF-8 "
+            f"(at character {exc.start}); allowed: any text of valid UTF-8"
+        ) from None
+    if len(raw) <= limit:
+        return text
+    marker = f"\n… [echomq: {{}} of {len(raw):,} bytes cut; {what} keeps at most {limit:,}] …\n"
+    keep = limit - len(marker.encode()) - 16
+    head, tail = raw[: keep // 2], raw[len(raw) - (keep - keep // 2) :]
+    cut = len(raw) - len(head) - len(tail)
+    # "ignore" drops a character split at either cut: the result stays valid and short
+    return head.decode(errors="ignore") + marker.format(f"{cut:,}") + tail.decode(errors="ignore")
 
 
 def delay_ms(delay: object) -> int:
@@ -93,14 +192,25 @@ def delay_ms(delay: object) -> int:
 
 
 def run_at_ms(run_at: object) -> int:
-    """An aware datetime as epoch milliseconds; -1 for none."""
+    """An aware datetime as epoch milliseconds; -1 for none.
+
+    Capped like ``delay``: at most MAX_DELAY seconds ahead of this process's
+    clock. That clock only bounds the input; the server's clock fires the job."""
     if run_at is None:
         return -1
     if not isinstance(run_at, datetime):
-        raise InvalidDelay(f"run_at {run_at!r} is not a datetime; pass a timezone-aware datetime")
+        raise InvalidDelay(
+            f"run_at {run_at!r:.100} is not a datetime; pass a timezone-aware datetime"
+        )
     if run_at.tzinfo is None or run_at.utcoffset() is None:
         raise InvalidDelay(f"run_at {run_at.isoformat()} is naive; pass a timezone-aware datetime")
-    return max(0, round(run_at.timestamp() * 1000))
+    ms = round(run_at.timestamp() * 1000)
+    if ms > (time.time() + MAX_DELAY) * 1000:
+        raise InvalidDelay(
+            f"run_at {run_at.isoformat()} is out of range; allowed at most "
+            f"{MAX_DELAY:.0f} seconds (ten years) ahead, like delay"
+        )
+    return max(0, ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +273,7 @@ class QueueOptions:
         check_int("keep_dead", self.keep_dead, 0, 10_000_000)
         check_seconds("keep_completed_age", self.keep_completed_age, 0, MAX_DELAY, open_low=False)
         check_seconds("keep_dead_age", self.keep_dead_age, 0, MAX_DELAY, open_low=False)
-        check_int("max_payload", self.max_payload, 1, 64 * 1024 * 1024)
+        check_int("max_payload", self.max_payload, 1, MAX_PAYLOAD_LIMIT)
         check_int("max_attempts", self.max_attempts, 1, MAX_ATTEMPTS)
 
     @classmethod
@@ -183,3 +293,14 @@ class QueueOptions:
             str(round(self.keep_dead_age * 1000)),
             str(self.keep_dead),
         ]
+
+
+def limits_table() -> str:
+    """:data:`LIMITS` as the markdown table in docs/lifecycle.md."""
+    rows = ["| input | allowed | refused with |", "| --- | --- | --- |"]
+    rows += [f"| {what} | {allowed} | `{error}` |" for what, allowed, error in LIMITS]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(limits_table(), end="")

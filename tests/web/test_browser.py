@@ -320,3 +320,26 @@ def timed_get(d: Dashboard, path: str) -> float:
     started = time.monotonic()
     assert d.http.get(path).status_code == 200
     return time.monotonic() - started
+
+
+def test_job_lists_page_through_every_job(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    """Issue 14: the list once showed 15 rows and no more; now 50 a page, with paging."""
+    ids = sq.add_many([{"name": f"n{i}"} for i in range(120)])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    shown = "rows => rows.map(r => r.dataset.jobId)"
+    page.wait_for_selector(f'#jobs tr[data-job-id="{ids[49]}"]')
+    assert page.locator("#jobs tbody tr").evaluate_all(shown) == ids[:50]
+    assert page.is_disabled('#jobs-pager button[data-page="prev"]')
+    page.click('#jobs-pager button[data-page="next"]')
+    page.wait_for_selector(f'#jobs tr[data-job-id="{ids[50]}"]')
+    assert page.locator("#jobs tbody tr").evaluate_all(shown) == ids[50:100]
+    page.click('#jobs-pager button[data-page="next"]')
+    page.wait_for_selector(f'#jobs tr[data-job-id="{ids[119]}"]')
+    assert page.locator("#jobs tbody tr").evaluate_all(shown) == ids[100:]
+    assert page.is_disabled('#jobs-pager button[data-page="next"]')
+    assert "rows 101–120" in page.text_content("#jobs-pager")
+    page.click('#jobs-pager button[data-page="prev"]')
+    page.wait_for_selector(f'#jobs tr[data-job-id="{ids[50]}"]')

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -74,7 +75,7 @@ def test_the_command_serves_with_the_token_from_the_environment(
     assert httpx.get(base + "/api/info", headers={"Host": "evil.example"}).status_code == 400
     proc.terminate()
     out, _ = proc.communicate(timeout=10)
-    assert f"{base}/#token={TOKEN}" in out
+    assert "actions enabled" in out and TOKEN not in out  # never echoed (issue 14)
     assert "set_weight" in out  # the audit line on stderr
 
 
@@ -111,3 +112,89 @@ def test_a_busy_port_is_a_one_line_error(backend_url: str) -> None:
         )
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_the_token_file_enables_actions_and_is_never_printed(
+    backend_url: str, sq: SyncQueue, tmp_path: Path
+) -> None:
+    sq.add("x")  # the queue must exist for its weights to be set
+    secret = tmp_path / "token"
+    secret.write_text(TOKEN + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    port = free_port()
+    proc = subprocess.Popen(
+        dashboard_cli("--url", backend_url, "--port", str(port), "--token-file", str(secret)),
+        env={k: v for k, v in os.environ.items() if k != "ECHOMQ_DASHBOARD_TOKEN"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                info = httpx.get(base + "/api/info", timeout=1).json()
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "did not start"
+                time.sleep(0.05)
+        assert info["actions"] is True
+        url = f"{base}/api/queues/{sq.name}/weights"
+        body = {"group": "acme", "weight": 5}
+        assert httpx.post(url, json=body, headers={"X-EchoMQ-Token": TOKEN}).status_code == 200
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert "actions enabled" in out and TOKEN not in out
+
+
+@pytest.mark.parametrize(
+    ("mode", "content", "extra", "message"),
+    [
+        (0o644, TOKEN, [], "is open to other users (mode 0644); make it private: chmod 600"),
+        (0o600, "\n", [], "is empty; put the token on its first line"),
+        (0o600, TOKEN, ["--token", "other"], "give --token-file or --token"),
+    ],
+    ids=["readable-by-others", "empty", "both"],
+)
+def test_bad_token_files_are_one_line_errors(
+    backend_url: str, tmp_path: Path, mode: int, content: str, extra: list[str], message: str
+) -> None:
+    secret = tmp_path / "token"
+    secret.write_text(content, encoding="utf-8")
+    secret.chmod(mode)
+    done = subprocess.run(
+        dashboard_cli(
+            "--url", backend_url, "--port", str(free_port()), "--token-file", str(secret), *extra
+        ),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert TOKEN not in done.stderr + done.stdout
+
+
+def test_a_password_in_the_url_is_not_echoed(backend_url: str) -> None:
+    done = subprocess.run(
+        dashboard_cli("--url", "ftp://user:hunter2@nowhere:1", "--port", str(free_port())),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1 and "unsupported server url" in done.stderr
+    assert "hunter2" not in done.stderr and "user:***@nowhere" in done.stderr
+
+
+def test_a_token_in_argv_gets_a_warning_and_is_not_echoed(backend_url: str) -> None:
+    done = subprocess.run(
+        dashboard_cli("--url", "redis://127.0.0.1:1/0", "--token", TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1 and "cannot reach the server" in done.stderr
+    assert "warning: --token is visible to every local user (ps)" in done.stderr
+    assert TOKEN not in done.stderr + done.stdout

@@ -20,8 +20,10 @@ import click
 import redis
 from rich.console import Console
 
+from echomq.connection import redact_url
 from echomq.errors import EchoMQError, ServerError
 from echomq.keys import DEFAULT_LANE
+from echomq.options import MAX_JSON_DEPTH
 from echomq.sync import SyncQueue
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,13 +62,14 @@ def first_line(text: str) -> str:
 
 
 def user_error(exc: EchoMQError | redis.RedisError) -> click.ClickException:
-    """The one-line error an expected exception is reported as."""
+    """The one-line error an expected exception is reported as (url passwords hidden)."""
+    text = redact_url(str(exc))
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return click.ClickException(f"cannot reach the server: {first_line(str(exc))}")
+        return click.ClickException(f"cannot reach the server: {first_line(text)}")
     if isinstance(exc, redis.RedisError):
-        return click.ClickException(f"server error: {first_line(str(exc))}")
-    message = first_line(str(exc)) or type(exc).__name__
-    if isinstance(exc, ServerError) and "\n" in str(exc).strip():
+        return click.ClickException(f"server error: {first_line(text)}")
+    message = first_line(text) or type(exc).__name__
+    if isinstance(exc, ServerError) and "\n" in text.strip():
         message += " (the server log says why: echomq server logs)"
     return click.ClickException(message)
 
@@ -164,6 +167,8 @@ def parse_json(text: str, what: str) -> Any:
             f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
             f"{text[:60]!r}"
         )
+    except RecursionError:
+        fail(f"{what} is nested too deeply to read; payloads allow at most {MAX_JSON_DEPTH} levels")
 
 
 def percent(part: float, whole: float) -> str:

@@ -1,22 +1,31 @@
 """``echomq dashboard``: serve the web dashboard (echomq.web) with uvicorn.
 
 Bound to 127.0.0.1 by default, and then answering only to loopback host
-names (a DNS-rebound name is refused). Read-only unless a token is given
-(``--token`` or ``ECHOMQ_DASHBOARD_TOKEN``); the printed link carries the
-token in its ``#fragment``, which the browser never sends to any server.
+names (a DNS-rebound name is refused). Read-only unless a token is given:
+``--token-file`` (a file only its owner can read), else ``--token`` or
+``ECHOMQ_DASHBOARD_TOKEN``. The token is never printed: ``--token`` sits in
+the process's command line, which every local user can read (``ps``), and the
+environment variable is readable by the user's own processes and root.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
+import stat
+from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from echomq import connection
 from echomq.cli.common import CONTEXT_SETTINGS, fail
 from echomq.web import LOOPBACK_HOSTS, TOKEN_ENV
+
+#: where a --token given in argv comes from (click's parameter source)
+COMMAND_LINE = ParameterSource.COMMANDLINE
 
 
 def is_loopback(host: str) -> bool:
@@ -37,6 +46,27 @@ def check_port_free(host: str, port: int) -> None:
             probe.bind((host.strip("[]"), port))
         except OSError as exc:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
+def read_token_file(path: Path) -> str:
+    """The token in ``path`` (first line, spaces stripped); a one-line error if the
+    file is unreadable, empty, or readable or writable by other users."""
+    try:
+        with path.open("rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            raw = f.read(4096)
+    except OSError as exc:
+        fail(f"cannot read the token file {path}: {exc.strerror or exc}")
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        fail(
+            f"the token file {path} is open to other users (mode {stat.S_IMODE(mode):04o}); "
+            f"make it private: chmod 600 {path}"
+        )
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        fail(f"the token file {path} is empty; put the token on its first line")
+    return token
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -64,11 +94,18 @@ def check_port_free(host: str, port: int) -> None:
     help="Port to listen on.",
 )
 @click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Read the action token from this file (mode 600); the safe way to give it.",
+)
+@click.option(
     "--token",
     envvar=TOKEN_ENV,
     show_envvar=True,
     metavar="TOKEN",
-    help="Enables actions (retry, purge, weight, pause) for requests carrying it.",
+    help="Enables actions (retry, purge, weight, pause) for requests carrying it. "
+    "Visible to other local users in the command line (ps): prefer --token-file.",
 )
 @click.option(
     "--interval",
@@ -82,6 +119,7 @@ def dashboard(
     queues: tuple[str, ...],
     host: str,
     port: int,
+    token_file: Path | None,
     token: str | None,
     interval: float,
 ) -> None:
@@ -90,9 +128,18 @@ def dashboard(
     \b
     Examples:
       echomq dashboard
-      echomq dashboard --token "$(openssl rand -hex 16)" --port 9000
+      (umask 077; openssl rand -hex 16 > ~/.echomq-token)
+      echomq dashboard --token-file ~/.echomq-token --port 9000
       curl -s http://127.0.0.1:8080/metrics
     """
+    if token_file is not None:
+        if token:
+            fail(f"give --token-file or --token/{TOKEN_ENV}, not both")
+        token = read_token_file(token_file)
+    elif token and click.get_current_context().get_parameter_source("token") == COMMAND_LINE:
+        click.echo(
+            "warning: --token is visible to every local user (ps); prefer --token-file", err=True
+        )
     import uvicorn  # the web stack is imported only by this command
 
     from echomq.web.app import create_app
@@ -116,9 +163,10 @@ def dashboard(
     base = f"http://{shown}:{port}/"
     click.echo(f"echomq dashboard on {base}  (metrics: {base}metrics)")
     if token:
-        click.echo(f"actions enabled; open {base}#token={token} or paste the token in the page")
+        # never the token itself: terminals are logged, shared and scrolled back
+        click.echo(f"actions enabled: paste the token into the page, or open {base}#token=<token>")
     else:
-        click.echo(f"read-only: start with --token or {TOKEN_ENV} to enable actions")
+        click.echo(f"read-only: start with --token-file (or {TOKEN_ENV}) to enable actions")
     if not loopback:
         click.echo(
             f"warning: listening on {host}: anyone who can reach it can read the queues", err=True

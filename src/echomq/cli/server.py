@@ -13,9 +13,10 @@ from pathlib import Path
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from echomq.cli.common import CONTEXT_SETTINGS, console, echo_json, fail, json_option
-from echomq.connection import URL_ENV
+from echomq.connection import URL_ENV, redact_url
 from echomq.embedded import EmbeddedServer, ServerStatus
 
 
@@ -48,7 +49,8 @@ def _status_table(status: ServerStatus) -> Table:
         ("log", status["log"]),
     ]
     for label, value in rows:
-        table.add_row(label, value)
+        # paths and versions are data, never markup (state is the only styled cell)
+        table.add_row(label, value if label == "state" else Text(value))
     return table
 
 
@@ -84,9 +86,8 @@ def status(as_json: bool) -> None:
         return
     console.print(_status_table(info))
     if os.environ.get(URL_ENV):
-        console.print(
-            f"note: {URL_ENV} is set, so queues use {os.environ[URL_ENV]} instead", markup=False
-        )
+        url = redact_url(os.environ[URL_ENV])
+        console.print(f"note: {URL_ENV} is set, so queues use {url} instead", markup=False)
 
 
 @server.command(context_settings=CONTEXT_SETTINGS)

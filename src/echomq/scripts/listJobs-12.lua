@@ -7,6 +7,9 @@
 -- ARGV[8]     offset
 -- ARGV[9]     count
 -- ARGV[10]    "1" for newest first (finished sets), "0" for ascending score
+-- ARGV[11]    summary: "0" for whole records; N > 0 for only the fields a list
+--             row shows (no payload, result, traceback or progress), the
+--             error cut to at most N bytes (at a UTF-8 character boundary)
 --
 -- Returns: a list of {id, field1, value1, ...}, one per job.
 -- @include fixed
@@ -25,10 +28,37 @@ if ARGV[10] == "1" then
 else
   ids = redis.call("ZRANGE", zkey, first, first + count - 1)
 end
+local SUMMARY = {"n", "s", "p", "g", "a", "m", "sc", "c", "f", "e", "st", "at", "ca", "k"}
+local preview = tonumber(ARGV[11] or "0") or 0
+
+-- the first n bytes of s, shortened so that no UTF-8 character is split
+local function cut_utf8(s, n)
+  while n > 0 do
+    local b = string.byte(s, n + 1)
+    if not b or b < 128 or b >= 192 then break end  -- s[n+1] starts a character
+    n = n - 1
+  end
+  return string.sub(s, 1, n)
+end
+
 local out = {}
 for _, id in ipairs(ids) do
-  local h = redis.call("HGETALL", job_key(id))
-  table.insert(h, 1, id)
+  local h
+  if preview > 0 then
+    local values = redis.call("HMGET", job_key(id), unpack(SUMMARY))
+    h = {id}
+    for i, name in ipairs(SUMMARY) do
+      local v = values[i]
+      if v then
+        if name == "e" and #v > preview then v = cut_utf8(v, preview) end
+        h[#h + 1] = name
+        h[#h + 1] = v
+      end
+    end
+  else
+    h = redis.call("HGETALL", job_key(id))
+    table.insert(h, 1, id)
+  end
   out[#out + 1] = h
 end
 return out

@@ -7,7 +7,7 @@ dashboard changes nothing that a program using echomq could not.
     GET  /api/info                          mode, refresh interval, server
     GET  /api/queues                        every shown queue: counts, totals, rate
     GET  /api/queues/{q}                    one queue: counts, ring, weights, tiers, throughput
-    GET  /api/queues/{q}/jobs?state=…       a page of jobs (waiting: one lane, ?group=)
+    GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=)
     GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits
     GET  /api/score?tier=&counter= | ?score=  the score codec
     GET  /api/audit                         recent actions, newest first
@@ -36,7 +36,7 @@ from echomq.job import LISTED_STATES
 from echomq.queue import Queue
 from echomq.score import encode
 from echomq.web import metrics, views
-from echomq.web.guard import ActionGuard, ActionRefused, AuditLog
+from echomq.web.guard import ActionGuard, ActionRefused, AuditLog, audit_text
 from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
 from echomq.web.registry import QueueRegistry, gather_bounded
 from echomq.web.sampler import Throughput
@@ -45,6 +45,11 @@ from echomq.web.sampler import Throughput
 LANE_LIMIT = 200
 TIER_LANES = 50
 TIER_LIMIT = 16
+#: job list pages: rows per page by default and at most (summaries only, never payloads).
+PAGE_SIZE = 50
+MAX_PAGE = 200
+#: the longest ``score`` a request may give (2^53 has 16 digits).
+MAX_SCORE_DIGITS = 20
 #: most dead jobs one "retry all" / "purge all" touches.
 BULK_LIMIT = 10_000
 JOB_STATES = LISTED_STATES
@@ -157,10 +162,17 @@ async def list_jobs(request: Request) -> Response:
         raise InvalidOption(f"state {state!r} is not one of {', '.join(JOB_STATES)}")
     group = group_param(request.query_params.get("group")) if state == "waiting" else None
     offset = int_param(request, "offset", 0, 0, 10**9)
-    count = int_param(request, "count", 50, 1, 500)
-    jobs = await queue.jobs(state, offset=offset, count=count, group=group)
+    count = int_param(request, "count", PAGE_SIZE, 1, MAX_PAGE)
+    # one row more than asked tells whether a next page exists
+    jobs = await queue.jobs(state, offset=offset, count=count + 1, group=group, summary=True)
     return JSONResponse(
-        {"state": state, "offset": offset, "jobs": [views.job_summary(j) for j in jobs]}
+        {
+            "state": state,
+            "offset": offset,
+            "count": count,
+            "more": len(jobs) > count,
+            "jobs": [views.job_summary(j) for j in jobs[:count]],
+        }
     )
 
 
@@ -176,8 +188,12 @@ async def job_detail(request: Request) -> Response:
 async def score(request: Request) -> Response:
     if "score" in request.query_params:
         raw = request.query_params["score"]
-        if not raw.isdigit():
-            raise InvalidOption(f"score {raw!r} is not a whole number")
+        # isdigit() alone accepts "²" and other digits int() refuses
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_SCORE_DIGITS:
+            raise InvalidOption(
+                f"score {audit_text(raw, 40)} is not a whole number of at most "
+                f"{MAX_SCORE_DIGITS} digits; allowed 0 … {2**53 - 1}"
+            )
         return JSONResponse(views.score_view(int(raw)))
     tier = int_param(request, "tier", 0, 0, 2**31)
     counter = int_param(request, "counter", 0, 0, 2**40)
@@ -223,7 +239,8 @@ def action(name: str, perform: Perform) -> Callable[[Request], Awaitable[Respons
         try:
             d.guard.check(request)
         except ActionRefused as exc:
-            d.audit.record(request, queue_name, name, f"refused ({exc.status}): {exc.message}")
+            outcome = f"refused ({exc.status}): {exc.message}"
+            d.audit.record(request, queue_name, name, outcome, refused=True)
             raise
         try:
             result = await perform(await queue_of(request), await _body(request))
@@ -242,7 +259,8 @@ async def check_token(request: Request) -> Response:
     try:
         d.guard.check(request)
     except ActionRefused as exc:
-        d.audit.record(request, "-", "unlock", f"refused ({exc.status}): {exc.message}")
+        outcome = f"refused ({exc.status}): {exc.message}"
+        d.audit.record(request, "-", "unlock", outcome, refused=True)
         raise
     return JSONResponse({"ok": True})
 

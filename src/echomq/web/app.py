@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from starlette.applications import Starlette
@@ -64,12 +63,7 @@ class SecurityHeaders:
 
 def redact(url: str) -> str:
     """``url`` without its password, for showing on the page."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    return connection.redact_url(url)
 
 
 def _error(status: int, exc: BaseException) -> Response:
@@ -94,7 +88,11 @@ async def _on_refused(request: Request, exc: Exception) -> Response:
 
 async def _on_redis_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(
-        {"error": f"cannot reach the server: {exc}", "kind": "ServerError"}, status_code=503
+        {
+            "error": f"cannot reach the server: {connection.redact_url(str(exc))}",
+            "kind": "ServerError",
+        },
+        status_code=503,
     )
 
 
@@ -120,7 +118,7 @@ def create_app(
     names accepted (None: any; the CLI passes the loopback names when bound
     to loopback, against DNS rebinding).
     """
-    guard, audit = ActionGuard(token), AuditLog()
+    guard, audit = ActionGuard(token), AuditLog(secrets=[token] if token else [])
     registry_names = [check_name("queue", q) for q in queues] if queues else None
 
     @contextlib.asynccontextmanager

@@ -4,7 +4,8 @@ The server keeps running totals per queue (added, completed, failed); the
 sampler reads them every ``interval`` seconds and keeps ``history`` seconds of
 samples in memory, so the page can draw rates without the server storing any
 time series. The same tick feeds the claim latency histogram
-(:mod:`echomq.web.metrics`) from the active and newest completed and dead jobs.
+(:mod:`echomq.web.metrics`) from the active and newest completed and dead jobs,
+read as summaries (no payloads, results or tracebacks).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from echomq.web.guard import audit_text
 from echomq.web.metrics import ClaimLatency
 from echomq.web.registry import QueueRegistry, gather_bounded
 
@@ -90,7 +92,7 @@ class Sampler:
             try:
                 await self.tick()
             except Exception as exc:  # the server may be down; the page shows that itself
-                log.warning("dashboard sampling failed: %s", exc)
+                log.warning("dashboard sampling failed: %s", audit_text(exc))
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
     async def tick(self) -> None:
@@ -105,4 +107,5 @@ class Sampler:
         stats = await queue.stats(lane_limit=1)
         self.throughput.record(name, time.time(), stats.totals)
         for state in ("active", "completed", "dead"):
-            self.latency.observe(name, await queue.jobs(state, count=self.observe))
+            jobs = await queue.jobs(state, count=self.observe, summary=True)
+            self.latency.observe(name, jobs)

@@ -11,6 +11,7 @@ const MAX_COUNTER = 2 ** COUNTER_BITS - 1;
 const STATES = ["waiting", "delayed", "failed", "active", "completed", "dead"];
 const TOKEN_KEY = "echomq-token";
 const SERIES = [["added", "#3b82f6"], ["completed", "#16a34a"], ["failed", "#dc2626"]];
+const PAGE = 50; // rows per page of a job list (the API allows up to 200)
 
 const ui = {
   info: null,
@@ -18,6 +19,8 @@ const ui = {
   detail: null,
   jobState: "waiting",
   jobLane: "",
+  jobOffset: 0,
+  deadOffset: 0,
   inspect: null,
   deadSelected: new Set(),
   token: sessionStorage.getItem(TOKEN_KEY),
@@ -323,7 +326,7 @@ function renderJobTabs() {
   const counts = ui.detail ? ui.detail.counts : {};
   $("job-tabs").replaceChildren(...STATES.map((s) => el("button", {
     type: "button", class: s === ui.jobState ? "tab active" : "tab", dataset: { state: s },
-    onclick: () => { ui.jobState = s; refreshSoon(); },
+    onclick: () => { ui.jobState = s; ui.jobOffset = 0; refreshSoon(); },
   }, `${s} `, el("span", { class: "muted", text: num(counts[s]) }))));
   if (!ui.jobLane && ui.detail && ui.detail.lanes.length) ui.jobLane = ui.detail.lanes[0].label;
   const select = $("job-lane");
@@ -336,7 +339,19 @@ function renderJobTabs() {
   select.value = ui.jobLane || "(default)";
 }
 
+// "rows 51–100" with Previous/Next; ``key`` is the ui field holding the offset.
+function renderPager(id, page, key) {
+  const first = page.jobs.length ? page.offset + 1 : 0;
+  $(id).replaceChildren(
+    el("button", { type: "button", class: "small", text: "‹ Previous", disabled: page.offset === 0,
+      dataset: { page: "prev" }, onclick: () => { ui[key] = Math.max(0, page.offset - PAGE); refreshSoon(); } }),
+    el("span", { class: "muted", text: ` rows ${num(first)}–${num(page.offset + page.jobs.length)} ` }),
+    el("button", { type: "button", class: "small", text: "Next ›", disabled: !page.more,
+      dataset: { page: "next" }, onclick: () => { ui[key] = page.offset + PAGE; refreshSoon(); } }));
+}
+
 function renderJobs(page) {
+  renderPager("jobs-pager", page, "jobOffset");
   setRows($("jobs").tBodies[0], page.jobs.map((job) => el("tr", {
     class: "clickable", dataset: { jobId: job.id }, onclick: () => inspect(job.id),
   },
@@ -346,6 +361,7 @@ function renderJobs(page) {
 }
 
 function renderDead(page) {
+  renderPager("dead-pager", page, "deadOffset");
   $("no-dead").hidden = page.jobs.length > 0;
   const ids = new Set(page.jobs.map((j) => j.id));
   for (const id of [...ui.deadSelected]) if (!ids.has(id)) ui.deadSelected.delete(id);
@@ -371,12 +387,18 @@ function deadAction(kind, all) {
   ui.deadSelected.clear();
 }
 
+// Accepted actions and refused requests are listed apart, so a flood of
+// refused requests never hides the changes that were made.
 function renderAudit(entries) {
-  setRows($("audit").tBodies[0], entries.slice(0, 20).map((e) => el("tr", {},
+  const row = (e) => el("tr", {},
     el("td", { text: new Date(e.at).toLocaleTimeString() }), el("td", { text: e.client }),
     el("td", { text: e.queue }), el("td", { text: e.action }),
     el("td", { class: "mono small", text: JSON.stringify(e.detail) }),
-    el("td", { class: e.outcome === "ok" ? "" : "error", text: e.outcome }))));
+    el("td", { class: e.outcome === "ok" ? "" : "error", text: e.outcome }));
+  setRows($("audit").tBodies[0], entries.filter((e) => !e.refused).slice(0, 20).map(row));
+  const refused = entries.filter((e) => e.refused);
+  $("refused-panel").hidden = refused.length === 0;
+  setRows($("refused").tBodies[0], refused.slice(0, 5).map(row));
 }
 
 // -- job inspector -----------------------------------------------------------------
@@ -556,8 +578,8 @@ async function refresh() {
 async function refreshQueue() {
   const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
   const [detail, jobs, dead, audit] = await Promise.all([
-    api(qpath()), api(qpath(`/jobs?state=${ui.jobState}&count=15${lane}`)),
-    api(qpath("/jobs?state=dead&count=50")), api("/api/audit"),
+    api(qpath()), api(qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&offset=${ui.jobOffset}${lane}`)),
+    api(qpath(`/jobs?state=dead&count=${PAGE}&offset=${ui.deadOffset}`)), api("/api/audit"),
   ]);
   renderDetail(detail);
   renderJobTabs();
@@ -593,7 +615,7 @@ async function start() {
     runAction(`weight of ${group || "(default)"}`, qpath("/weights"),
       { group: group || null, weight: Number($("weight-value").value) });
   });
-  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; refreshSoon(); });
+  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; ui.jobOffset = 0; refreshSoon(); });
   $("dead-all").addEventListener("change", (e) => {
     for (const box of $("dead").tBodies[0].querySelectorAll("input[type=checkbox]")) {
       box.checked = e.target.checked;
