@@ -1,5 +1,7 @@
 """echomq: a job queue on Valkey and Redis with exact priority order and weighted fair lanes."""
 
+from typing import TYPE_CHECKING, Any
+
 from echomq.engine import LaneInfo, MaintenanceReport, QueueStats
 from echomq.errors import (
     EchoMQError,
@@ -22,7 +24,9 @@ from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.queue import Queue
 from echomq.sync import SyncQueue
-from echomq.worker import Worker
+
+if TYPE_CHECKING:
+    from echomq.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -53,3 +57,13 @@ __all__ = [
     "Worker",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Worker`` is imported on first use: a producer or a short CLI command
+    never loads the worker runtime."""
+    if name == "Worker":
+        from echomq.worker import Worker
+
+        return Worker
+    raise AttributeError(f"module 'echomq' has no attribute {name!r}")

@@ -25,7 +25,7 @@ from echomq.errors import (
     raise_for_code,
 )
 from echomq.job import Job, State, encode_payload, ms_to_datetime
-from echomq.keys import QueueKeys, check_name, group_of, lane_of
+from echomq.keys import META_PATTERN, QueueKeys, check_name, group_of, lane_of, queue_of_meta
 from echomq.options import (
     MAX_ATTEMPTS,
     MAX_CLAIM,
@@ -89,6 +89,13 @@ class QueueStats:
     ordering: str
     counter: int
     totals: dict[str, int] = field(default_factory=dict)
+    #: the last add, completion or failed attempt (server clock); None if none yet.
+    last_activity: datetime | None = None
+
+    @property
+    def ever_used(self) -> bool:
+        """Whether the queue has ever held a job (the first add stores its ordering)."""
+        return bool(self.ordering)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,7 +107,18 @@ class QueueStats:
             "ordering": self.ordering,
             "counter": self.counter,
             "totals": dict(self.totals),
+            "last_activity": None if self.last_activity is None else self.last_activity.isoformat(),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePage:
+    """One page of a walk over the server's queues (each queue that ever held a job).
+
+    ``cursor`` is where the next page starts; 0 means the walk is complete."""
+
+    names: list[str]
+    cursor: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +177,15 @@ def _claimed(reply: Sequence[Any]) -> list[Job]:
         return []
     deadline, claimed_at = ms_to_datetime(str(reply[0])), ms_to_datetime(str(reply[1]))
     return [Job.from_claim(row, deadline, claimed_at) for row in reply[2:]]
+
+
+def _queue_page(reply: Any) -> QueuePage:
+    """A SCAN reply (``(cursor, keys)``; a cluster client's ``({node: cursor}, keys)``)."""
+    cursor, keys = reply
+    if isinstance(cursor, dict):  # cluster: see Engine.scan_queues
+        cursor = 0
+    names = sorted({q for q in map(queue_of_meta, keys) if q is not None})
+    return QueuePage(names, int(cursor))
 
 
 def _check_code(reply: Any, detail: str) -> Any:
@@ -438,8 +465,9 @@ class Engine:
         counts = {name: int(c[i]) for i, name in enumerate(names)}
         lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
         totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
+        last = _ms(reply[4]) if reply[4] != "" else None
         return QueueStats(
-            self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "", int(c[9]), totals
+            self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "", int(c[9]), totals, last
         )
 
     def lanes(self, limit: int = 1000) -> Call[list[LaneInfo]]:
@@ -481,6 +509,21 @@ class Engine:
             return out
 
         return self._script("waitingTiers", parse, str(lane_limit), str(tier_limit))
+
+    def scan_queues(self, cursor: int = 0, count: int = 1000) -> Call[QueuePage]:
+        """One SCAN step over the meta keys of every queue on this queue's server.
+
+        ``count`` keys are examined per step (bounded work on the server); a
+        step may find none. On a cluster client redis-py sends the step to
+        every primary with the same cursor, so there only a first step
+        (cursor 0) is meaningful: it examines ``count`` keys per primary and
+        the page is final."""
+        check_int("cursor", cursor, 0, 2**64 - 1)
+        check_int("count", count, 1, 1_000_000)
+        return Call(
+            parse=_queue_page,
+            command=("SCAN", str(cursor), "MATCH", META_PATTERN, "COUNT", str(count)),
+        )
 
     # -- weights and pausing (single commands: atomic by themselves) ----------
     def set_weight(self, group: str | None, weight: int) -> Call[None]:

@@ -10,7 +10,14 @@ from typing import Any, TypeVar
 from redis.exceptions import NoScriptError
 
 from echomq import connection, replication
-from echomq.engine import Call, LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.engine import (
+    Call,
+    LaneInfo,
+    MaintenanceReport,
+    QueuePage,
+    QueueStats,
+    TierCounts,
+)
 from echomq.errors import EchoMQError
 from echomq.job import Job, State
 from echomq.shell import QueueShell
@@ -141,6 +148,11 @@ class Queue(QueueShell[connection.AsyncClient]):
         job.progress = value
 
     async def remove(self, job_id: str) -> bool:
+        """Delete a job for good, whatever its state; True if it existed.
+
+        A waiting or delayed job leaves its lane or the delayed set, an active
+        one loses its lease (its worker's outcome is then dropped), and its
+        idempotency key is released."""
         return await self._send(self.engine.remove(job_id))
 
     async def get(self, job_id: str) -> Job | None:
@@ -188,10 +200,17 @@ class Queue(QueueShell[connection.AsyncClient]):
     async def stats(self, lane_limit: int = 1000) -> QueueStats:
         return await self._send(self.engine.stats(lane_limit))
 
+    async def scan_queues(self, cursor: int = 0, count: int = 1000) -> QueuePage:
+        """One bounded step of a walk over every queue on this server (this one
+        included): the names found and the cursor of the next step (0: done)."""
+        return await self._send(self.engine.scan_queues(cursor, count))
+
     async def pause(self) -> None:
+        """Stop claims from the whole queue (jobs keep their places; adds go on)."""
         await self._send(self.engine.pause())
 
     async def resume(self) -> None:
+        """Serve the queue again after pause()."""
         await self._send(self.engine.resume())
 
     async def maintain(self) -> MaintenanceReport:

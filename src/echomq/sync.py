@@ -9,7 +9,14 @@ from typing import Any, TypeVar
 from redis.exceptions import NoScriptError
 
 from echomq import connection, replication
-from echomq.engine import Call, LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.engine import (
+    Call,
+    LaneInfo,
+    MaintenanceReport,
+    QueuePage,
+    QueueStats,
+    TierCounts,
+)
 from echomq.errors import EchoMQError
 from echomq.job import Job, State
 from echomq.shell import QueueShell
@@ -118,6 +125,11 @@ class SyncQueue(QueueShell[connection.SyncClient]):
         job.progress = value
 
     def remove(self, job_id: str) -> bool:
+        """Delete a job for good, whatever its state; True if it existed.
+
+        A waiting or delayed job leaves its lane or the delayed set, an active
+        one loses its lease (its worker's outcome is then dropped), and its
+        idempotency key is released."""
         return self._send(self.engine.remove(job_id))
 
     def get(self, job_id: str) -> Job | None:
@@ -154,10 +166,17 @@ class SyncQueue(QueueShell[connection.SyncClient]):
     def stats(self, lane_limit: int = 1000) -> QueueStats:
         return self._send(self.engine.stats(lane_limit))
 
+    def scan_queues(self, cursor: int = 0, count: int = 1000) -> QueuePage:
+        """One bounded step of a walk over every queue on this server (this one
+        included): the names found and the cursor of the next step (0: done)."""
+        return self._send(self.engine.scan_queues(cursor, count))
+
     def pause(self) -> None:
+        """Stop claims from the whole queue (jobs keep their places; adds go on)."""
         self._send(self.engine.pause())
 
     def resume(self) -> None:
+        """Serve the queue again after pause()."""
         self._send(self.engine.resume())
 
     def maintain(self) -> MaintenanceReport:

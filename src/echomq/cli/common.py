@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import redis
 from rich.console import Console
+from rich.markup import escape as escape_markup
 
 from echomq.errors import EchoMQError, ServerError
 from echomq.keys import DEFAULT_LANE
@@ -46,6 +48,28 @@ def _console() -> Console:
 console = _console()
 
 
+#: characters that must not reach a terminal as they are: C0 controls but tab and
+#: newline (ESC starts terminal sequences, CR rewrites a line), DEL, C1 controls
+#: (U+009B is a one-byte CSI) and the bidirectional overrides that reorder text.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_text(text: str, *, markup: bool = True) -> str:
+    """``text`` read from the server, safe to print: the one escaping helper of the CLI.
+
+    Control characters and ESC sequences become visible escapes (``\\x1b``),
+    and (unless ``markup=False``, for text that does not go through Rich's
+    markup: click's error line) Rich markup is escaped, so ``[link=…]`` or
+    ``[/srv/in.csv]`` print as written instead of styling or crashing."""
+    visible = _UNSAFE.sub(_visible, text)
+    return escape_markup(visible) if markup else visible
+
+
 def fail(message: str) -> NoReturn:
     """Stop the command with a user error: one line on stderr, exit status 1."""
     raise click.ClickException(message)
@@ -61,11 +85,12 @@ def first_line(text: str) -> str:
 
 def user_error(exc: EchoMQError | redis.RedisError) -> click.ClickException:
     """The one-line error an expected exception is reported as."""
+    detail = escape_text(first_line(str(exc)), markup=False)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return click.ClickException(f"cannot reach the server: {first_line(str(exc))}")
+        return click.ClickException(f"cannot reach the server: {detail}")
     if isinstance(exc, redis.RedisError):
-        return click.ClickException(f"server error: {first_line(str(exc))}")
-    message = first_line(str(exc)) or type(exc).__name__
+        return click.ClickException(f"server error: {detail}")
+    message = detail or type(exc).__name__
     if isinstance(exc, ServerError) and "\n" in str(exc).strip():
         message += " (the server log says why: echomq server logs)"
     return click.ClickException(message)
@@ -144,8 +169,8 @@ def _json_default(value: Any) -> Any:
 
 
 def lane_label(group: str | None) -> str:
-    """A lane's name for humans: the group, or ``(default)`` for the default lane."""
-    return DEFAULT_LANE_LABEL if group is None or group == DEFAULT_LANE else group
+    """A lane's name for humans (escaped): the group, or ``(default)`` for the default lane."""
+    return DEFAULT_LANE_LABEL if group is None or group == DEFAULT_LANE else escape_text(group)
 
 
 def parse_group(text: str) -> str | None:

@@ -14,7 +14,14 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from echomq.cli.common import CONTEXT_SETTINGS, console, echo_json, fail, json_option
+from echomq.cli.common import (
+    CONTEXT_SETTINGS,
+    console,
+    echo_json,
+    escape_text,
+    fail,
+    json_option,
+)
 from echomq.connection import URL_ENV
 from echomq.embedded import EmbeddedServer, ServerStatus
 
@@ -48,7 +55,7 @@ def _status_table(status: ServerStatus) -> Table:
         ("log", status["log"]),
     ]
     for label, value in rows:
-        table.add_row(label, value)
+        table.add_row(label, value if label == "state" else escape_text(value))
     return table
 
 

@@ -29,8 +29,10 @@ from echomq.cli.common import (
     parse_group,
     percent,
     queue_options,
+    short_when,
     watch_options,
 )
+from echomq.cli.queues import note_if_unused
 from echomq.engine import LaneInfo, QueueStats
 from echomq.keys import lane_of
 from echomq.options import MAX_WEIGHT
@@ -39,8 +41,36 @@ from echomq.sync import SyncQueue
 _STATE_NOTES = {"failed": "retry pending", "active": "leased by a worker"}
 
 
-def stats_view(stats: QueueStats) -> RenderableType:
-    """Counts by state and waiting jobs by lane, as two tables."""
+class Rates:
+    """Jobs per second added, completed and failed between two readings of the totals."""
+
+    KINDS = ("added", "completed", "failed")
+
+    def __init__(self) -> None:
+        self._last: tuple[float, dict[str, int]] | None = None
+
+    def update(self, stats: QueueStats) -> dict[str, float] | None:
+        """The rates since the previous reading (None at the first)."""
+        now = time.monotonic()
+        last, self._last = self._last, (now, dict(stats.totals))
+        if last is None:
+            return None
+        then, before = last
+        span = max(now - then, 1e-6)
+        return {k: (stats.totals.get(k, 0) - before.get(k, 0)) / span for k in self.KINDS}
+
+
+def rates_text(rates: dict[str, float] | None) -> str:
+    if rates is None:
+        return "rates: measured from the next refresh on"
+    return (
+        f"rates: {rates['added']:.1f} added/s · {rates['completed']:.1f} completed/s · "
+        f"{rates['failed']:.1f} failed attempts/s"
+    )
+
+
+def stats_view(stats: QueueStats, rates: Rates | None = None) -> RenderableType:
+    """Counts by state and waiting jobs by lane, as two tables (and rates, watching)."""
     mode = "paused" if stats.paused else "running"
     counts = Table()
     counts.add_column("state")
@@ -54,16 +84,21 @@ def stats_view(stats: QueueStats) -> RenderableType:
     lanes.add_column("waiting", justify="right")
     for group, n in stats.lanes.items():
         lanes.add_row(lane_label(group), str(n))
-    return Group(
-        Text(f"queue {stats.queue} · {stats.ordering or 'composite'} ordering · {mode}"),
+    parts: list[RenderableType] = [
+        Text(
+            f"queue {stats.queue} · {stats.ordering or 'composite'} ordering · {mode} · "
+            f"last activity {short_when(stats.last_activity)}"
+        ),
         counts,
         Text(
             f"since creation: {totals.get('added', 0)} added, "
             f"{totals.get('completed', 0)} completed, {totals.get('failed', 0)} failed attempts"
         ),
-        Text(f"waiting by lane ({stats.ring_length} in the ring):"),
-        lanes,
-    )
+    ]
+    if rates is not None:
+        parts.append(Text(rates_text(rates.update(stats))))
+    parts += [Text(f"waiting by lane ({stats.ring_length} in the ring):"), lanes]
+    return Group(*parts)
 
 
 def _watch(render: Callable[[], RenderableType], interval: float) -> None:
@@ -93,7 +128,9 @@ def _json_line(value: Any) -> None:
 def stats(as_json: bool, watch: bool, interval: float, queue: str, url: str | None) -> None:
     """Counts of jobs per state and waiting jobs per lane.
 
-    With --watch --json, prints one JSON object per line per refresh.
+    With --watch, also jobs added, completed and failed per second since the
+    previous refresh; with --watch --json, one JSON object per line per
+    refresh (with "rates").
 
     \b
     Examples:
@@ -102,19 +139,29 @@ def stats(as_json: bool, watch: bool, interval: float, queue: str, url: str | No
       echomq stats --watch --interval 0.5
     """
     with open_queue(queue, url) as q:
+        first = q.stats()
+        note_if_unused(q, first)
         if as_json and watch:
-            try:
-                while True:
-                    _json_line(q.stats().to_dict())
-                    time.sleep(interval)
-            except KeyboardInterrupt:
-                return
-        if as_json:
-            echo_json(q.stats().to_dict())
+            _watch_json(q, interval)
+        elif as_json:
+            echo_json(first.to_dict())
         elif watch:
-            _watch(lambda: stats_view(q.stats()), interval)
+            rates = Rates()
+            _watch(lambda: stats_view(q.stats(), rates), interval)
         else:
-            console.print(stats_view(q.stats()))
+            console.print(stats_view(first))
+
+
+def _watch_json(q: SyncQueue, interval: float) -> None:
+    """One JSON object per line per refresh, with ``rates`` (jobs/s; null at first)."""
+    rates = Rates()
+    try:
+        while True:
+            stats = q.stats()
+            _json_line({**stats.to_dict(), "rates": rates.update(stats)})
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
 
 
 def lane_rows(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
@@ -211,6 +258,7 @@ def lanes(
       echomq lanes --json | jq '.lanes[] | {group, share, weight_share}'
     """
     with open_queue(queue, url) as q:
+        note_if_unused(q)
         if as_json:
             rows, idle = _lanes_snapshot(q, limit)
             echo_json(

@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _FILE = re.compile(r"^(\w+)-(\d+)\.lua$")
@@ -27,8 +27,13 @@ class Script:
     sha: str
 
 
+#: the package's own directory (pathlib, not importlib.resources: it is quicker to import
+#: and the scripts always ship as plain files in the wheel)
+_HERE = Path(__file__).parent
+
+
 def _read(relative: str) -> str:
-    return resources.files(__package__).joinpath(relative).read_text(encoding="utf-8")
+    return (_HERE / relative).read_text(encoding="utf-8")
 
 
 def _expand(source: str) -> str:
@@ -39,7 +44,7 @@ def _expand(source: str) -> str:
 def all_scripts() -> dict[str, Script]:
     """Every script of the package by name (``claim``, ``add``, …)."""
     found: dict[str, Script] = {}
-    for entry in resources.files(__package__).iterdir():
+    for entry in sorted(_HERE.iterdir()):
         match = _FILE.match(entry.name)
         if match is None:
             continue

@@ -1,0 +1,249 @@
+"""``echomq queues``, ``pause`` and ``resume``, and finding queues by walking the server.
+
+Which queues exist is read from the server, never kept in a registry: every
+queue that ever held a job has a meta hash, and ``SyncQueue.scan_queues`` walks
+those keys one bounded SCAN step at a time. A walk here takes at most
+``MAX_STEPS`` steps of ``STEP_KEYS`` keys (about 2 million keys of the server's
+keyspace) and says when it stopped short.
+
+The same walk answers "a command named a queue that has never held a job"
+(:func:`note_if_unused`: most often a forgotten ``-q``) and finds a job's queue
+from its id alone (:func:`find_job`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from echomq.cli.common import (
+    CONTEXT_SETTINGS,
+    QUEUE_ENV,
+    console,
+    echo_json,
+    escape_text,
+    json_option,
+    open_queue,
+    queue_options,
+    short_when,
+)
+from echomq.engine import QueueStats
+from echomq.job import Job
+from echomq.sync import SyncQueue
+
+#: keys examined per SCAN step, and most steps per walk.
+STEP_KEYS = 2000
+MAX_STEPS = 1000
+#: most queues listed, or searched for a job id.
+MAX_QUEUES = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """The queues a bounded walk found; ``complete`` is False if it stopped short."""
+
+    names: list[str]
+    complete: bool
+
+
+def walk_queues(q: SyncQueue, limit: int = MAX_QUEUES) -> Walk:
+    """The names of up to ``limit`` queues on ``q``'s server, sorted."""
+    found: set[str] = set()
+    cursor = 0
+    for _ in range(MAX_STEPS):
+        page = q.scan_queues(cursor, STEP_KEYS)
+        found.update(page.names)
+        cursor = page.cursor
+        if cursor == 0 or len(found) >= limit:
+            break
+    return Walk(sorted(found)[:limit], cursor == 0 and len(found) <= limit)
+
+
+def _listing(walk: Walk) -> str:
+    names = ", ".join(walk.names[:10])
+    more = len(walk.names) - 10
+    if more > 0 or not walk.complete:
+        names += f", … ({'more' if not walk.complete else f'{more} more'})"
+    return names
+
+
+def unused_note(q: SyncQueue) -> str:
+    """Why a queue looks empty: it has never held a job, and which queues have."""
+    walk = walk_queues(q, limit=11)
+    others = [n for n in walk.names if n != q.name]
+    if not others:
+        return (
+            f"queue {q.name!r} has never held a job, and no queue on this server has "
+            f"(add one with: echomq add NAME -q QUEUE)"
+        )
+    return (
+        f"queue {q.name!r} has never held a job; queues on this server: "
+        f"{_listing(Walk(others, walk.complete))} (choose one with -q NAME or {QUEUE_ENV})"
+    )
+
+
+def note_if_unused(q: SyncQueue, stats: QueueStats | None = None) -> None:
+    """Print a note on stderr when ``q`` has never held a job (exit status unchanged)."""
+    if not (stats or q.stats(lane_limit=1)).ever_used:
+        click.echo(f"note: {unused_note(q)}", err=True)
+
+
+def queue_was_given(name: str = "queue") -> bool:
+    """Whether the command's queue came from ``-q`` or ECHOMQ_QUEUE (not the default)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, ParameterSource.DEFAULT)
+
+
+def find_job(q: SyncQueue, job_id: str) -> tuple[Job, str] | None:
+    """The job ``job_id`` and its queue: ``q``, or (no queue given) whichever holds it.
+
+    Ids are unique across queues, so when no queue was named the server's
+    queues are searched one ``get`` each, up to MAX_QUEUES of them."""
+    job = q.get(job_id)
+    if job is not None or queue_was_given():
+        return None if job is None else (job, q.name)
+    for name in walk_queues(q).names:
+        if name == q.name:
+            continue
+        with SyncQueue(name, client=q.client()) as other:
+            job = other.get(job_id)
+        if job is not None:
+            return job, name
+    return None
+
+
+def not_found(q: SyncQueue, job_id: str) -> str:
+    """The one-line error for an id find_job did not find."""
+    if not queue_was_given():
+        walk = walk_queues(q)
+        where = f"any of the {len(walk.names)} queues on this server"
+        if not walk.complete:
+            where += " searched (the search stopped short: name the queue with -q)"
+        return f"no job {job_id} in {where} (never added, removed, or pruned)"
+    message = f"no job {job_id} in queue {q.name!r} (never added, removed, or pruned)"
+    if not q.stats(lane_limit=1).ever_used:
+        message += f"; {unused_note(q)}"
+    return message
+
+
+# -- echomq queues -------------------------------------------------------------------
+
+
+def queue_row(stats: QueueStats) -> dict[str, Any]:
+    """One queue's line of ``echomq queues`` as JSON values."""
+    return {
+        "queue": stats.queue,
+        "counts": dict(stats.counts),
+        "lanes": stats.ring_length,
+        "paused": stats.paused,
+        "last_activity": stats.last_activity,
+    }
+
+
+def _activity(stats: QueueStats) -> str:
+    text = short_when(stats.last_activity)
+    return f"{text} (running)" if stats.counts["active"] else text
+
+
+def _table(rows: list[QueueStats]) -> Any:
+    from rich.table import Table
+
+    table = Table()
+    table.add_column("queue")
+    for state in ("waiting", "delayed", "failed", "active", "completed", "dead"):
+        table.add_column(state, justify="right")
+    table.add_column("lanes", justify="right")
+    table.add_column("paused")
+    table.add_column("last activity")
+    for stats in rows:
+        c = stats.counts
+        table.add_row(
+            escape_text(stats.queue),
+            *(str(c[s]) for s in ("waiting", "delayed", "failed", "active", "completed", "dead")),
+            str(stats.ring_length),
+            "paused" if stats.paused else "",
+            _activity(stats),
+        )
+    return table
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@json_option
+@click.option(
+    "--url",
+    envvar="ECHOMQ_URL",
+    show_envvar=True,
+    metavar="URL",
+    help="Server url (redis://, rediss://, unix://); default: the embedded Valkey.",
+)
+def queues(as_json: bool, url: str | None) -> None:
+    """Every queue on the server: counts by state, lanes, paused, last activity.
+
+    A queue is listed once it has held a job. "failed" counts jobs whose
+    retry is pending; "lanes" the lanes with waiting jobs; the last activity
+    is the last add, completion or failed attempt.
+
+    \b
+    Examples:
+      echomq queues
+      echomq queues --json | jq '.queues[] | select(.counts.dead > 0) | .queue'
+    """
+    with open_queue("default", url) as q:
+        walk = walk_queues(q)
+        rows = []
+        for name in walk.names:
+            with SyncQueue(name, client=q.client()) as one:
+                rows.append(one.stats(lane_limit=1))
+    if as_json:
+        echo_json({"queues": [queue_row(s) for s in rows], "complete": walk.complete})
+        return
+    if not rows:
+        console.print("no queues yet: a queue appears once it has held a job", markup=False)
+        return
+    console.print(_table(rows))
+    if not walk.complete:
+        console.print(f"(stopped after {len(rows)} queues or {MAX_STEPS} SCAN steps)")
+
+
+# -- pause and resume ----------------------------------------------------------------
+
+
+def _pause_text(name: str, paused: bool) -> str:
+    if paused:
+        return f"paused queue {name}: workers claim nothing from it until `echomq resume`"
+    return f"resumed queue {name}: workers claim from it again"
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@queue_options
+def pause(queue: str, url: str | None) -> None:
+    """Stop workers claiming from the queue (jobs keep their places; adds go on).
+
+    Jobs already running finish normally. `echomq resume` undoes it.
+
+    \b
+    Example:
+      echomq pause -q mail
+    """
+    with open_queue(queue, url) as q:
+        q.pause()
+        note_if_unused(q)
+    click.echo(_pause_text(queue, True))
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@queue_options
+def resume(queue: str, url: str | None) -> None:
+    """Let workers claim from a paused queue again.
+
+    \b
+    Example:
+      echomq resume -q mail
+    """
+    with open_queue(queue, url) as q:
+        q.resume()
+        note_if_unused(q)
+    click.echo(_pause_text(queue, False))
