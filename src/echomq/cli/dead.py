@@ -15,12 +15,12 @@ import click
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
     DEFAULT_LANE_LABEL,
-    console,
     echo_json,
     escape_text,
     fail,
     json_option,
     open_queue,
+    output_width,
     parse_group,
     queue_options,
 )
@@ -146,11 +146,11 @@ def list_dead(
     if as_json:
         echo_json([dead_dict(job) for job in jobs])
         return
-    console.print(f"dead jobs in queue {queue}, newest first:", markup=False)
-    for line in dead_lines(jobs, console.width):
-        console.print(line, markup=False, highlight=False, overflow="ignore", crop=False)
+    click.echo(f"dead jobs in queue {queue}, newest first:")
+    for line in dead_lines(jobs, output_width()):
+        click.echo(line)
     if not jobs:
-        console.print("no dead jobs match" if name or group is not None else "no dead jobs")
+        click.echo("no dead jobs match" if name or group is not None else "no dead jobs")
 
 
 def _died(job: Job) -> str:

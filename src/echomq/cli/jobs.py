@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from echomq import score as codec
+from echomq.cli import common
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
-    console,
     echo_json,
     escape_text,
     fail,
@@ -26,6 +25,9 @@ from echomq.cli.score import hex_split, ruler
 from echomq.ids import id_timestamp
 from echomq.job import Job, State
 from echomq.sync import SyncQueue
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -130,6 +132,8 @@ ESCAPED = ("name", "idempotency key")
 
 
 def _fields_table(job: Job, queue: str) -> Table:
+    from rich.table import Table
+
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -158,17 +162,17 @@ def _fields_table(job: Job, queue: str) -> Table:
 
 
 def _print_job(job: Job, queue: str) -> None:
-    console.print(_fields_table(job, queue))
+    common.console.print(_fields_table(job, queue))
     decoded = codec.decode(job.score)
-    console.print()
-    console.print(
+    common.console.print()
+    common.console.print(
         f"[bold]score[/]  {job.score} = {hex_split(decoded)} → tier {decoded.tier}, "
         f"counter {decoded.counter}"
     )
     if job.state in (State.DELAYED, State.FAILED) and job.score == 0:
-        console.print("  (no score yet: it is taken when the job becomes waiting)")
+        common.console.print("  (no score yet: it is taken when the job becomes waiting)")
     for line in ruler(decoded):
-        console.print(f"  {line}", markup=False)
+        common.console.print(f"  {line}", markup=False)
     sections = [
         ("data", job.data, True),
         ("result", job.result, job.result is not None),
@@ -176,14 +180,14 @@ def _print_job(job: Job, queue: str) -> None:
     ]
     for label, value, show in sections:
         if show:
-            console.print(f"\n[bold]{label}[/]")
-            console.print(escape_text(_pretty(value)))
+            common.console.print(f"\n[bold]{label}[/]")
+            common.console.print(escape_text(_pretty(value)))
     if job.error:
-        console.print("\n[bold red]last error[/]")
-        console.print(escape_text(job.error))
+        common.console.print("\n[bold red]last error[/]")
+        common.console.print(escape_text(job.error))
     if job.traceback:
-        console.print("\n[bold]traceback[/]")
-        console.print(escape_text(job.traceback.rstrip()))
+        common.console.print("\n[bold]traceback[/]")
+        common.console.print(escape_text(job.traceback.rstrip()))
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -22,11 +22,11 @@ from click.core import ParameterSource
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
     QUEUE_ENV,
-    console,
     echo_json,
     escape_text,
     json_option,
     open_queue,
+    plain_table,
     queue_options,
     short_when,
 )
@@ -148,26 +148,24 @@ def _activity(stats: QueueStats) -> str:
     return f"{text} (running)" if stats.counts["active"] else text
 
 
-def _table(rows: list[QueueStats]) -> Any:
-    from rich.table import Table
+STATES = ("waiting", "delayed", "failed", "active", "completed", "dead")
 
-    table = Table()
-    table.add_column("queue")
-    for state in ("waiting", "delayed", "failed", "active", "completed", "dead"):
-        table.add_column(state, justify="right")
-    table.add_column("lanes", justify="right")
-    table.add_column("paused")
-    table.add_column("last activity")
-    for stats in rows:
-        c = stats.counts
-        table.add_row(
-            escape_text(stats.queue),
-            *(str(c[s]) for s in ("waiting", "delayed", "failed", "active", "completed", "dead")),
-            str(stats.ring_length),
-            "paused" if stats.paused else "",
-            _activity(stats),
-        )
-    return table
+
+def queues_table(rows: list[QueueStats]) -> list[str]:
+    return plain_table(
+        ("queue", *STATES, "lanes", "paused", "last activity"),
+        (
+            (
+                escape_text(stats.queue, markup=False),
+                *(str(stats.counts[state]) for state in STATES),
+                str(stats.ring_length),
+                "paused" if stats.paused else "",
+                _activity(stats),
+            )
+            for stats in rows
+        ),
+        right=set(range(1, len(STATES) + 2)),
+    )
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -201,11 +199,12 @@ def queues(as_json: bool, url: str | None) -> None:
         echo_json({"queues": [queue_row(s) for s in rows], "complete": walk.complete})
         return
     if not rows:
-        console.print("no queues yet: a queue appears once it has held a job", markup=False)
+        click.echo("no queues yet: a queue appears once it has held a job")
         return
-    console.print(_table(rows))
+    for line in queues_table(rows):
+        click.echo(line)
     if not walk.complete:
-        console.print(f"(stopped after {len(rows)} queues or {MAX_STEPS} SCAN steps)")
+        click.echo(f"(stopped after {len(rows)} queues or {MAX_STEPS} SCAN steps)")
 
 
 # -- pause and resume ----------------------------------------------------------------

@@ -8,19 +8,15 @@ lane that is not backlogged and so takes less than its weight).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.console import Group, RenderableType
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
-    console,
     echo_json,
     fail,
     json_option,
@@ -28,6 +24,7 @@ from echomq.cli.common import (
     open_queue,
     parse_group,
     percent,
+    plain_table,
     queue_options,
     short_when,
     watch_options,
@@ -69,49 +66,57 @@ def rates_text(rates: dict[str, float] | None) -> str:
     )
 
 
-def stats_view(stats: QueueStats, rates: Rates | None = None) -> RenderableType:
+def stats_view(stats: QueueStats, rates: Rates | None = None) -> list[str]:
     """Counts by state and waiting jobs by lane, as two tables (and rates, watching)."""
     mode = "paused" if stats.paused else "running"
-    counts = Table()
-    counts.add_column("state")
-    counts.add_column("jobs", justify="right")
-    counts.add_column("")
-    for state, n in stats.counts.items():
-        counts.add_row(state, str(n), _STATE_NOTES.get(state, ""))
     totals = stats.totals
-    lanes = Table()
-    lanes.add_column("lane")
-    lanes.add_column("waiting", justify="right")
-    for group, n in stats.lanes.items():
-        lanes.add_row(lane_label(group), str(n))
-    parts: list[RenderableType] = [
-        Text(
-            f"queue {stats.queue} · {stats.ordering or 'composite'} ordering · {mode} · "
-            f"last activity {short_when(stats.last_activity)}"
+    lines = [
+        f"queue {stats.queue} · {stats.ordering or 'composite'} ordering · {mode} · "
+        f"last activity {short_when(stats.last_activity)}",
+        "",
+        *plain_table(
+            ("state", "jobs", ""),
+            ((state, str(n), _STATE_NOTES.get(state, "")) for state, n in stats.counts.items()),
+            right={1},
         ),
-        counts,
-        Text(
-            f"since creation: {totals.get('added', 0)} added, "
-            f"{totals.get('completed', 0)} completed, {totals.get('failed', 0)} failed attempts"
-        ),
+        "",
+        f"since creation: {totals.get('added', 0)} added, "
+        f"{totals.get('completed', 0)} completed, {totals.get('failed', 0)} failed attempts",
     ]
     if rates is not None:
-        parts.append(Text(rates_text(rates.update(stats))))
-    parts += [Text(f"waiting by lane ({stats.ring_length} in the ring):"), lanes]
-    return Group(*parts)
+        lines.append(rates_text(rates.update(stats)))
+    lines += [
+        "",
+        f"waiting by lane ({stats.ring_length} in the ring):",
+        *plain_table(
+            ("lane", "waiting"),
+            ((lane_label(g, markup=False), str(n)) for g, n in stats.lanes.items()),
+            right={1},
+        ),
+    ]
+    return lines
 
 
-def _watch(render: Callable[[], RenderableType], interval: float) -> None:
-    """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (in place on a terminal)."""
+def print_lines(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+#: on a terminal, a redraw moves the cursor home and clears the screen first.
+_REDRAW = "\x1b[H\x1b[2J"
+
+
+def _watch(render: Callable[[], list[str]], interval: float) -> None:
+    """Print ``render()`` every ``interval`` seconds until Ctrl-C (in place on a terminal)."""
+    redraw = sys.stdout.isatty()
     try:
-        if console.is_terminal:
-            with Live(render(), console=console, auto_refresh=False) as live:
-                while True:
-                    time.sleep(interval)
-                    live.update(render(), refresh=True)
         while True:
-            console.print(render())
-            console.print()
+            lines = render()
+            if redraw:
+                click.echo(_REDRAW, nl=False)
+            print_lines(lines)
+            if not redraw:
+                click.echo()
             time.sleep(interval)
     except KeyboardInterrupt:
         return
@@ -149,7 +154,7 @@ def stats(as_json: bool, watch: bool, interval: float, queue: str, url: str | No
             rates = Rates()
             _watch(lambda: stats_view(q.stats(), rates), interval)
         else:
-            console.print(stats_view(first))
+            print_lines(stats_view(first))
 
 
 def _watch_json(q: SyncQueue, interval: float) -> None:
@@ -183,47 +188,39 @@ def lane_rows(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
     ]
 
 
-def lanes_view(rows: list[dict[str, Any]], idle: dict[str | None, int]) -> RenderableType:
-    table = Table()
-    for name, justify in (
-        ("#", "right"),
-        ("lane", "left"),
-        ("weight", "right"),
-        ("backlog", "right"),
-        ("served", "right"),
-        ("share", "right"),
-        ("weight share", "right"),
-        ("turn left", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+def lanes_view(rows: list[dict[str, Any]], idle: dict[str | None, int]) -> list[str]:
     served_total = sum(r["served"] for r in rows)
     weight_total = sum(r["weight"] for r in rows)
-    for r in rows:
-        table.add_row(
-            str(r["position"]),
-            lane_label(r["group"]),
-            str(r["weight"]),
-            str(r["backlog"]),
-            str(r["served"]),
-            percent(r["served"], served_total),
-            percent(r["weight"], weight_total),
-            "" if r["turn_left"] is None else str(r["turn_left"]),
-        )
-    parts: list[RenderableType] = [
-        Text("lanes in ring order (head first):"),
-        table,
-        Text(
-            "served = claims since the lane joined the ring; share = served / Σ served; "
-            "weight share = weight / Σ weights"
+    table = plain_table(
+        ("#", "lane", "weight", "backlog", "served", "share", "weight share", "turn left"),
+        (
+            (
+                str(r["position"]),
+                lane_label(r["group"], markup=False),
+                str(r["weight"]),
+                str(r["backlog"]),
+                str(r["served"]),
+                percent(r["served"], served_total),
+                percent(r["weight"], weight_total),
+                "" if r["turn_left"] is None else str(r["turn_left"]),
+            )
+            for r in rows
         ),
+        right={0, 2, 3, 4, 5, 6, 7},
+    )
+    lines = [
+        "lanes in ring order (head first):",
+        *table,
+        "served = claims since the lane joined the ring; share = served / Σ served; "
+        "weight share = weight / Σ weights",
     ]
     if idle:
         idle_text = ", ".join(
-            f"{lane_label(g)} (weight {w})"
+            f"{lane_label(g, markup=False)} (weight {w})"
             for g, w in sorted(idle.items(), key=lambda item: lane_label(item[0]))
         )
-        parts.append(Text(f"idle lanes with a weight set: {idle_text}"))
-    return Group(*parts)
+        lines.append(f"idle lanes with a weight set: {idle_text}")
+    return lines
 
 
 def _lanes_snapshot(q: SyncQueue, limit: int) -> tuple[list[dict[str, Any]], dict[str | None, int]]:
@@ -271,7 +268,7 @@ def lanes(
         elif watch:
             _watch(lambda: lanes_view(*_lanes_snapshot(q, limit)), interval)
         else:
-            console.print(lanes_view(*_lanes_snapshot(q, limit)))
+            print_lines(lanes_view(*_lanes_snapshot(q, limit)))
 
 
 def parse_weight(text: str) -> int:
