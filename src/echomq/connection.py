@@ -48,9 +48,11 @@ __all__ = [
     "AsyncClient",
     "SyncClient",
     "async_client",
+    "embedded_for",
     "is_cluster_url",
     "normalize_url",
     "resolve_url",
+    "restart_embedded",
     "socket_timeout_of",
     "sync_client",
 ]
@@ -92,6 +94,26 @@ def resolve_url(url: str | None = None) -> str:
     if from_env:
         return from_env
     return EmbeddedServer().ensure_running()
+
+
+def embedded_for(url: str | None) -> EmbeddedServer | None:
+    """The embedded server a queue opened with ``url`` uses (``url``, else
+    ``$ECHOMQ_URL``, is unset or names its socket), or None for another server."""
+    server = EmbeddedServer()
+    target = url or os.environ.get(URL_ENV, "").strip()
+    return server if not target or target == server.url else None
+
+
+def restart_embedded(url: str | None) -> bool:
+    """Start the embedded server again if a queue opened with ``url`` uses it and it
+    is not running (stopped by ``echomq server stop``, killed, or the machine
+    restarted); True if it was started. Blocks up to its start timeout; raises
+    ServerError if it cannot be started."""
+    server = embedded_for(url)
+    if server is None or server.is_running():
+        return False
+    server.ensure_running()
+    return True
 
 
 def is_cluster_url(url: str) -> bool:

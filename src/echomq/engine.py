@@ -352,7 +352,10 @@ class Engine:
         detail = f"job {job.id}: fail refused"
 
         def parse(reply: Any) -> State:
-            return State(_check_code(reply, detail)[0])
+            state = State(_check_code(reply, detail)[0])
+            if state is State.FAILED:  # the retry's fire time (server clock), for logs
+                job.run_at = _ms(reply[1])
+            return state
 
         return self._script("fail", parse, job.id, token, str(error), traceback or "", str(delay))
 

@@ -58,3 +58,8 @@ class QueueShell(Generic[ClientT]):
     @property
     def options(self) -> QueueOptions:
         return self.engine.options
+
+    @property
+    def owns_client(self) -> bool:
+        """True if the queue made its client from ``url`` (no ``client=`` was passed)."""
+        return self._owns_client
