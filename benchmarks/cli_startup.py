@@ -8,9 +8,9 @@ the first timed run (starting it is a once-per-session cost, not start-up);
 it is stopped at the end. The queue has never held a job, so ``stats`` also
 walks the server's queues for its "never held a job" note (the slower case).
 Modules load from bytecode as after a pip install (PYTHONDONTWRITEBYTECODE
-is dropped, so the warm-up run writes the .pyc files). Runs are interleaved; the CPU time (user + sys) of each process is reported
-beside the wall-clock time, as it hardly moves when other processes load the
-machine.
+is dropped, so the warm-up run writes the .pyc files). Runs are interleaved;
+the CPU time (user + sys) of each process is reported beside the wall-clock
+time, as it hardly moves when other processes load the machine.
 
     python benchmarks/cli_startup.py            # prints one JSON line per figure
     python benchmarks/cli_startup.py --runs 9

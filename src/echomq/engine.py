@@ -115,10 +115,13 @@ class QueueStats:
 class QueuePage:
     """One page of a walk over the server's queues (each queue that ever held a job).
 
-    ``cursor`` is where the next page starts; 0 means the walk is complete."""
+    ``cursor`` is where the next page starts; 0 means the walk is over, and
+    complete unless ``truncated`` (a cluster's primaries had more keys, see
+    Engine.scan_queues)."""
 
     names: list[str]
     cursor: int
+    truncated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +185,9 @@ def _claimed(reply: Sequence[Any]) -> list[Job]:
 def _queue_page(reply: Any) -> QueuePage:
     """A SCAN reply (``(cursor, keys)``; a cluster client's ``({node: cursor}, keys)``)."""
     cursor, keys = reply
-    if isinstance(cursor, dict):  # cluster: see Engine.scan_queues
-        cursor = 0
     names = sorted({q for q in map(queue_of_meta, keys) if q is not None})
+    if isinstance(cursor, dict):  # cluster: one step per primary, see Engine.scan_queues
+        return QueuePage(names, 0, truncated=any(int(c) != 0 for c in cursor.values()))
     return QueuePage(names, int(cursor))
 
 
@@ -519,8 +522,10 @@ class Engine:
         ``count`` keys are examined per step (bounded work on the server); a
         step may find none. On a cluster client redis-py sends the step to
         every primary with the same cursor, so there only a first step
-        (cursor 0) is meaningful: it examines ``count`` keys per primary and
-        the page is final."""
+        (cursor 0) is meaningful: it examines ``count`` keys per primary, the
+        page is final, and ``truncated`` if a primary had more keys. (Walking
+        each primary to its end needs per-node sends, which belong in the
+        sending layer.)"""
         check_int("cursor", cursor, 0, 2**64 - 1)
         check_int("count", count, 1, 1_000_000)
         return Call(

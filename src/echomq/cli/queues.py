@@ -52,14 +52,15 @@ class Walk:
 def walk_queues(q: SyncQueue, limit: int = MAX_QUEUES) -> Walk:
     """The names of up to ``limit`` queues on ``q``'s server, sorted."""
     found: set[str] = set()
-    cursor = 0
+    cursor, truncated = 0, False
     for _ in range(MAX_STEPS):
         page = q.scan_queues(cursor, STEP_KEYS)
         found.update(page.names)
-        cursor = page.cursor
+        cursor, truncated = page.cursor, page.truncated
         if cursor == 0 or len(found) >= limit:
             break
-    return Walk(sorted(found)[:limit], cursor == 0 and len(found) <= limit)
+    complete = cursor == 0 and not truncated and len(found) <= limit
+    return Walk(sorted(found)[:limit], complete)
 
 
 def _listing(walk: Walk) -> str:
@@ -74,6 +75,10 @@ def unused_note(q: SyncQueue) -> str:
     """Why a queue looks empty: it has never held a job, and which queues have."""
     walk = walk_queues(q, limit=11)
     others = [n for n in walk.names if n != q.name]
+    if not others and not walk.complete:
+        return (
+            f"queue {q.name!r} has never held a job (nor had any queue found in a bounded search)"
+        )
     if not others:
         return (
             f"queue {q.name!r} has never held a job, and no queue on this server has "
@@ -204,7 +209,10 @@ def queues(as_json: bool, url: str | None) -> None:
     for line in queues_table(rows):
         click.echo(line)
     if not walk.complete:
-        click.echo(f"(stopped after {len(rows)} queues or {MAX_STEPS} SCAN steps)")
+        click.echo(
+            f"(maybe not all: the walk stops after {MAX_QUEUES} queues or {MAX_STEPS} SCAN "
+            f"steps, and on a cluster after one step of {STEP_KEYS} keys per primary)"
+        )
 
 
 # -- pause and resume ----------------------------------------------------------------
