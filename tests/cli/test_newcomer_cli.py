@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 
 from cli.clitools import CLI, RunCli, cli_env, one_line_error, queue_args, wait_for
 from echomq import State, SyncQueue
+from echomq.embedded import EmbeddedServer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 ID = re.compile(r"\bjob_[0-9a-z]{26}\b")
@@ -252,5 +254,54 @@ def test_help_lists_the_newcomer_commands(cli: RunCli) -> None:
     assert "ECHOMQ_QUEUE" in words and "echomq server stop" in words
 
 
-def wait_until_running(check: Any, timeout: float = 20.0) -> None:
-    wait_for(check, timeout=timeout, what="the embedded server")
+# -- a worker on the embedded server starts it again -------------------------------------------
+
+
+def test_a_worker_starts_the_stopped_embedded_server_again(tmp_path: Path) -> None:
+    (tmp_path / "tasks.py").write_text("handlers = {'send': lambda job: job.data}\n")
+    log_path = tmp_path / "worker.log"
+    with tempfile.TemporaryDirectory(prefix="emq-") as home:
+        env = cli_env({"ECHOMQ_HOME": home})
+        server = EmbeddedServer(home)
+        with log_path.open("w") as log:
+            worker = subprocess.Popen(
+                [*CLI, "worker", "tasks:handlers", "-q", "restarts"],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_for(lambda: "worker on queue restarts" in log_path.read_text(), timeout=30)
+            stop = subprocess.run(
+                [*CLI, "server", "stop"], env=env, capture_output=True, text=True, timeout=60
+            )
+            assert "stopped the embedded Valkey" in stop.stdout, stop.stderr
+            wait_for(
+                lambda: "started it again" in log_path.read_text(),
+                timeout=30,
+                what="the worker to start the server again",
+            )
+            assert server.is_running()
+            added = subprocess.run(
+                [*CLI, "add", "send", "-q", "restarts", "--data", '{"n": 1}'],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            job_id = added.stdout.strip()
+            with SyncQueue("restarts", server.url) as q:
+                wait_for(
+                    lambda: getattr(q.get(job_id), "state", None) is State.COMPLETED,
+                    timeout=30,
+                    what="the job to complete on the restarted server",
+                )
+        finally:
+            worker.send_signal(signal.SIGINT)
+            try:
+                worker.wait(timeout=30)
+            finally:
+                if worker.poll() is None:
+                    worker.kill()
+                server.stop()
