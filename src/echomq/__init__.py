@@ -2,9 +2,9 @@
 
 from typing import TYPE_CHECKING, Any
 
-from echomq.engine import LaneInfo, MaintenanceReport, QueueStats
 from echomq.errors import (
     EchoMQError,
+    FormatTooNew,
     InvalidDelay,
     InvalidId,
     InvalidInput,
@@ -23,6 +23,7 @@ from echomq.errors import (
 from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.queue import Queue
+from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.sync import SyncQueue
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backoff",
     "EchoMQError",
+    "FormatTooNew",
     "InvalidDelay",
     "InvalidId",
     "InvalidInput",
@@ -54,6 +56,7 @@ __all__ = [
     "ServerError",
     "State",
     "SyncQueue",
+    "TierCounts",
     "Worker",
     "__version__",
 ]

@@ -1,4 +1,4 @@
-"""How a Queue finds its server (DESIGN §6, "Connection").
+"""How a Queue finds its server (docs/design.md §6, "Connection").
 
 The first of these wins:
 
@@ -28,7 +28,7 @@ server is reconnected transparently. redis-py uses hiredis when installed.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import redis
@@ -37,8 +37,10 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from echomq import transport
-from echomq.embedded import EmbeddedServer
 from echomq.errors import ServerError
+
+if TYPE_CHECKING:
+    from echomq.embedded import EmbeddedServer
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -93,12 +95,17 @@ def resolve_url(url: str | None = None) -> str:
     from_env = os.environ.get(URL_ENV, "").strip()
     if from_env:
         return from_env
+    # imported here: a process with a url never loads the embedded server's code
+    from echomq.embedded import EmbeddedServer
+
     return EmbeddedServer().ensure_running()
 
 
 def embedded_for(url: str | None) -> EmbeddedServer | None:
     """The embedded server a queue opened with ``url`` uses (``url``, else
     ``$ECHOMQ_URL``, is unset or names its socket), or None for another server."""
+    from echomq.embedded import EmbeddedServer
+
     server = EmbeddedServer()
     target = url or os.environ.get(URL_ENV, "").strip()
     return server if not target or target == server.url else None

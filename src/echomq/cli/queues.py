@@ -1,10 +1,11 @@
 """``echomq queues``, ``pause`` and ``resume``, and finding queues by walking the server.
 
 Which queues exist is read from the server, never kept in a registry: every
-queue that ever held a job has a meta hash, and ``SyncQueue.scan_queues`` walks
-those keys one bounded SCAN step at a time. A walk here takes at most
-``MAX_STEPS`` steps of ``STEP_KEYS`` keys (about 2 million keys of the server's
-keyspace) and says when it stopped short.
+queue that ever held a job has a meta hash, and the queue's sender walks those
+keys one bounded SCAN step at a time (``sender.scan_page``, on every primary
+of a cluster, as the dashboard's registry does). A walk here takes at most
+``MAX_STEPS`` steps of ``STEP_KEYS`` keys (about 2 million keys in all) and
+says when it stopped short.
 
 The same walk answers "a command named a queue that has never held a job"
 (:func:`note_if_unused`: most often a forgotten ``-q``) and finds a job's queue
@@ -30,8 +31,9 @@ from echomq.cli.common import (
     queue_options,
     short_when,
 )
-from echomq.engine import QueueStats
 from echomq.job import Job
+from echomq.keys import META_PATTERN, queue_of_meta
+from echomq.reports import QueueStats
 from echomq.sync import SyncQueue
 
 #: keys examined per SCAN step, and most steps per walk.
@@ -52,15 +54,18 @@ class Walk:
 def walk_queues(q: SyncQueue, limit: int = MAX_QUEUES) -> Walk:
     """The names of up to ``limit`` queues on ``q``'s server, sorted."""
     found: set[str] = set()
-    cursor, truncated = 0, False
+    pending = [(node, 0) for node in q.sender.nodes()]  # (primary, cursor) left to walk
     for _ in range(MAX_STEPS):
-        page = q.scan_queues(cursor, STEP_KEYS)
-        found.update(page.names)
-        cursor, truncated = page.cursor, page.truncated
-        if cursor == 0 or len(found) >= limit:
+        if not pending or len(found) >= limit:
             break
-    complete = cursor == 0 and not truncated and len(found) <= limit
-    return Walk(sorted(found)[:limit], complete)
+        node, cursor = pending[0]
+        cursor, keys = q.sender.scan_page(node, cursor, META_PATTERN, STEP_KEYS)
+        found.update(name for name in map(queue_of_meta, keys) if name is not None)
+        if cursor == 0:
+            pending.pop(0)
+        else:
+            pending[0] = (node, cursor)
+    return Walk(sorted(found)[:limit], not pending and len(found) <= limit)
 
 
 def _listing(walk: Walk) -> str:
@@ -76,9 +81,7 @@ def unused_note(q: SyncQueue) -> str:
     walk = walk_queues(q, limit=11)
     others = [n for n in walk.names if n != q.name]
     if not others and not walk.complete:
-        return (
-            f"queue {q.name!r} has never held a job (nor had any queue found in a bounded search)"
-        )
+        return f"queue {q.name!r} has never held a job (no other queue found in a bounded search)"
     if not others:
         return (
             f"queue {q.name!r} has never held a job, and no queue on this server has "
@@ -210,8 +213,8 @@ def queues(as_json: bool, url: str | None) -> None:
         click.echo(line)
     if not walk.complete:
         click.echo(
-            f"(maybe not all: the walk stops after {MAX_QUEUES} queues or {MAX_STEPS} SCAN "
-            f"steps, and on a cluster after one step of {STEP_KEYS} keys per primary)"
+            f"(maybe not all: the walk stops after {MAX_QUEUES} queues or {MAX_STEPS} "
+            f"SCAN steps of {STEP_KEYS} keys)"
         )
 
 

@@ -18,11 +18,12 @@
 -- @include keys
 -- @include clock
 -- @include lanes
+-- @include format
 
 local requested = ARGV[7]
 local stored = redis.call("HGET", K_META, "o")
 if not stored then
-  redis.call("HSET", K_META, "o", requested)
+  redis.call("HSET", K_META, "o", requested, "v", FORMAT)
 elseif stored ~= requested then
   return E_ORDERING
 end

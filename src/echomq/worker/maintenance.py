@@ -18,8 +18,8 @@ import logging
 import random
 import time
 
-from echomq.engine import MaintenanceReport
 from echomq.queue import Queue
+from echomq.reports import MaintenanceReport
 from echomq.worker.resilience import TRANSIENT, Pauses
 
 log = logging.getLogger("echomq.maintenance")
