@@ -18,15 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from cli.clitools import CLI, RunCli, cli_env, one_line_error, queue_args, wait_for
 from echomq import State, SyncQueue
 from echomq.embedded import EmbeddedServer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 ID = re.compile(r"\bjob_[0-9a-z]{26}\b")
-SEARCH_ON_CLUSTER = "a cluster walk is one SCAN step per primary (Engine.scan_queues)"
 
 
 def run(cli: RunCli, url: str, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -37,7 +34,6 @@ def run(cli: RunCli, url: str, *args: str, **kw: Any) -> subprocess.CompletedPro
 # -- echomq queues ------------------------------------------------------------------
 
 
-@pytest.mark.no_cluster(SEARCH_ON_CLUSTER)
 def test_queues_lists_counts_lanes_paused_and_last_activity(
     cli: RunCli, sq: SyncQueue, backend_url: str, queue_name: str
 ) -> None:
@@ -87,7 +83,6 @@ def test_a_queue_that_never_held_a_job_says_so(
 # -- finding a job's queue from its id ------------------------------------------------
 
 
-@pytest.mark.no_cluster(SEARCH_ON_CLUSTER)
 def test_inspect_and_remove_find_the_queue_from_the_id(
     cli: RunCli, sq: SyncQueue, backend_url: str, queue_name: str
 ) -> None:
