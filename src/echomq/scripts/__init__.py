@@ -51,21 +51,31 @@ def _header() -> str:
 
 
 @cache
-def all_scripts() -> dict[str, Script]:
-    """Every script of the package by name (``claim``, ``add``, …)."""
-    found: dict[str, Script] = {}
+def _files() -> dict[str, Path]:
+    """Each script's file by script name (``claim`` → ``claim-12.lua``)."""
+    found = {}
     for entry in sorted(_HERE.iterdir()):
         match = _FILE.match(entry.name)
-        if match is None:
-            continue
-        source = _header() + _expand(entry.read_text(encoding="utf-8"))
-        sha = hashlib.sha1(source.encode()).hexdigest()
-        found[match.group(1)] = Script(match.group(1), int(match.group(2)), source, sha)
+        if match is not None:
+            found[match.group(1)] = entry
     return found
 
 
+@cache
 def script(name: str) -> Script:
-    return all_scripts()[name]
+    """One script, loaded (read, includes expanded, hashed) on its first use only: a
+    short command that sends one script does not load the others."""
+    path = _files()[name]
+    match = _FILE.match(path.name)
+    assert match is not None
+    source = _header() + _expand(path.read_text(encoding="utf-8"))
+    sha = hashlib.sha1(source.encode()).hexdigest()
+    return Script(name, int(match.group(2)), source, sha)
+
+
+def all_scripts() -> dict[str, Script]:
+    """Every script of the package by name (``claim``, ``add``, …)."""
+    return {name: script(name) for name in _files()}
 
 
 def include_source(name: str) -> str:
