@@ -300,3 +300,30 @@ def test_a_worker_starts_the_stopped_embedded_server_again(tmp_path: Path) -> No
                 if worker.poll() is None:
                     worker.kill()
                 server.stop()
+
+
+def test_json_output_keeps_the_data_and_escapes_terminal_controls(
+    cli: RunCli, sq: SyncQueue
+) -> None:
+    error = "csi \x9b2J bidi \u202e esc \x1b[0m"
+    job_id = bury(sq, "send", error)
+    proc = cli("inspect", job_id, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert not set(proc.stdout) & {"\x9b", "\u202e", "\x1b"}, proc.stdout
+    assert json.loads(proc.stdout)["error"] == error  # the same data, JSON-escaped
+
+
+# -- a short command loads no more than it needs -------------------------------------------
+
+
+def test_stats_imports_neither_rich_nor_the_web_stack_nor_the_worker(
+    cli: RunCli, sq: SyncQueue
+) -> None:
+    sq.add("x")
+    proc = cli("stats", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "echomq.cli.queues" in imported  # the import log is there
+    heavy = {m for m in imported if m.split(".")[0] in ("rich", "starlette", "uvicorn")}
+    heavy |= {m for m in imported if m.startswith(("echomq.worker", "echomq.web"))}
+    assert not heavy, sorted(heavy)

@@ -94,6 +94,10 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 #: an opening bracket Rich would read as the start of a markup tag, with the backslashes
 #: before it (Rich reads ``\\[b]`` as an escaped bracket, so those are doubled).
 _TAG_START = re.compile(r"(\\*)\[(?=[a-z#/@])")
@@ -106,13 +110,17 @@ def _escape_markup(text: str) -> str:
     return escaped + "\\" if trailing % 2 else escaped
 
 
-def escape_text(text: str, *, markup: bool = True) -> str:
+def escape_text(text: str, *, markup: bool = True, json_text: bool = False) -> str:
     """``text`` read from the server, safe to print: the one escaping helper of the CLI.
 
     Control characters and ESC sequences become visible escapes (``\\x1b``),
     and (unless ``markup=False``, for text that does not go through Rich's
-    markup: click's error line) Rich markup is escaped, so ``[link=…]`` or
-    ``[/srv/in.csv]`` print as written instead of styling or crashing."""
+    markup: plain lines, click's error line) Rich markup is escaped, so
+    ``[link=…]`` or ``[/srv/in.csv]`` print as written instead of styling or
+    crashing. ``json_text=True`` is for JSON already dumped: the escapes are
+    JSON's own ``\\u009b``, so the decoded data is unchanged."""
+    if json_text:
+        return _UNSAFE.sub(_json_escape, text)
     visible = _UNSAFE.sub(_visible, text)
     return _escape_markup(visible) if markup else visible
 
@@ -206,7 +214,8 @@ def open_queue(name: str, url: str | None) -> Iterator[SyncQueue]:
 
 def echo_json(value: Any) -> None:
     """Print ``value`` as indented JSON (datetimes as ISO 8601)."""
-    click.echo(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
+    text = json.dumps(value, indent=2, default=_json_default, ensure_ascii=False)
+    click.echo(escape_text(text, json_text=True))
 
 
 def _json_default(value: Any) -> Any:

@@ -141,7 +141,7 @@ def _follow(path: Path) -> None:
             while True:
                 line = f.readline()
                 if line:
-                    click.echo(line, nl=False)
+                    click.echo(escape_text(line.rstrip("\n"), markup=False))
                 else:
                     time.sleep(0.2)
     except KeyboardInterrupt:
@@ -168,6 +168,6 @@ def logs(lines: int, follow: bool) -> None:
     """
     path = EmbeddedServer().log_path
     for line in _tail(path, lines):
-        click.echo(line)
+        click.echo(escape_text(line, markup=False))
     if follow:
         _follow(path)
