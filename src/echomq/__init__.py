@@ -22,11 +22,11 @@ from echomq.errors import (
 )
 from echomq.job import Job, State
 from echomq.options import Backoff
-from echomq.queue import Queue
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.sync import SyncQueue
 
 if TYPE_CHECKING:
+    from echomq.queue import Queue
     from echomq.worker import Worker
 
 __version__ = "0.1.0"
@@ -63,10 +63,18 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``Worker`` is imported on first use: a producer or a short CLI command
-    never loads the worker runtime."""
+    """``Queue`` and ``Worker`` are imported on first use: a short CLI command (which
+    uses SyncQueue) loads neither the asyncio sending layer nor the worker runtime."""
+    if name == "Queue":
+        from echomq.queue import Queue
+
+        return Queue
     if name == "Worker":
         from echomq.worker import Worker
 
         return Worker
     raise AttributeError(f"module 'echomq' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
