@@ -193,9 +193,7 @@ class Producer:
 
     def _add_on_threads(self, n: int) -> None:
         threads = [
-            threading.Thread(
-                target=asyncio.run, args=(self._add_share(i, n, CONCURRENT_THREADS),)
-            )
+            threading.Thread(target=asyncio.run, args=(self._add_share(i, n, CONCURRENT_THREADS),))
             for i in range(CONCURRENT_THREADS)
         ]
         for thread in threads:
