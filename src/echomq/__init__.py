@@ -1,5 +1,7 @@
 """echomq: a job queue on Valkey and Redis with exact priority order and weighted fair lanes."""
 
+from typing import TYPE_CHECKING, Any
+
 from echomq.errors import (
     EchoMQError,
     FormatTooNew,
@@ -20,10 +22,12 @@ from echomq.errors import (
 )
 from echomq.job import Job, State
 from echomq.options import Backoff
-from echomq.queue import Queue
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.sync import SyncQueue
-from echomq.worker import Worker
+
+if TYPE_CHECKING:
+    from echomq.queue import Queue
+    from echomq.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -56,3 +60,21 @@ __all__ = [
     "Worker",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Queue`` and ``Worker`` are imported on first use: a short CLI command (which
+    uses SyncQueue) loads neither the asyncio sending layer nor the worker runtime."""
+    if name == "Queue":
+        from echomq.queue import Queue
+
+        return Queue
+    if name == "Worker":
+        from echomq.worker import Worker
+
+        return Worker
+    raise AttributeError(f"module 'echomq' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import redis
@@ -40,6 +40,9 @@ import redis.cluster
 from echomq import transport
 from echomq.errors import ServerError
 
+if TYPE_CHECKING:
+    from echomq.embedded import EmbeddedServer
+
 __all__ = [
     "CONNECT_TIMEOUT",
     "HEALTH_CHECK_INTERVAL",
@@ -48,10 +51,12 @@ __all__ = [
     "AsyncClient",
     "SyncClient",
     "async_client",
+    "embedded_for",
     "is_cluster_url",
     "normalize_url",
     "redact_url",
     "resolve_url",
+    "restart_embedded",
     "socket_timeout_of",
     "sync_client",
 ]
@@ -106,6 +111,28 @@ def resolve_url(url: str | None = None) -> str:
     from echomq.embedded import EmbeddedServer
 
     return EmbeddedServer().ensure_running()
+
+
+def embedded_for(url: str | None) -> EmbeddedServer | None:
+    """The embedded server a queue opened with ``url`` uses (``url``, else
+    ``$ECHOMQ_URL``, is unset or names its socket), or None for another server."""
+    from echomq.embedded import EmbeddedServer
+
+    server = EmbeddedServer()
+    target = url or os.environ.get(URL_ENV, "").strip()
+    return server if not target or target == server.url else None
+
+
+def restart_embedded(url: str | None) -> bool:
+    """Start the embedded server again if a queue opened with ``url`` uses it and it
+    is not running (stopped by ``echomq server stop``, killed, or the machine
+    restarted); True if it was started. Blocks up to its start timeout; raises
+    ServerError if it cannot be started."""
+    server = embedded_for(url)
+    if server is None or server.is_running():
+        return False
+    server.ensure_running()
+    return True
 
 
 def is_cluster_url(url: str) -> bool:

@@ -358,7 +358,10 @@ class Engine:
         detail = f"job {job.id}: fail refused"
 
         def parse(reply: Any) -> State:
-            return State(_check_code(reply, detail)[0])
+            state = State(_check_code(reply, detail)[0])
+            if state is State.FAILED:  # when the retry runs (server clock), for the logs
+                job.run_at = _ms(reply[1])
+            return state
 
         return self._script("fail", parse, job.id, token, error_text, tb_text, str(delay))
 
@@ -419,7 +422,11 @@ class Engine:
         return self._script("progress", parse, job.id, token, payload)
 
     def remove(self, job_id: str) -> Call[bool]:
-        """Delete a job in any state; the reply says whether it existed."""
+        """Delete a job for good, whatever its state; the reply says whether it existed.
+
+        A waiting or delayed job leaves its lane or the delayed set, an active
+        one loses its lease (its worker's outcome is then dropped, and
+        ``complete`` raises JobNotFound), and its idempotency key is released."""
         ids.parse_id(job_id)
         return self._script("remove", lambda r: bool(int(r)), job_id)
 
@@ -527,8 +534,9 @@ class Engine:
         counts = {name: int(c[i]) for i, name in enumerate(LISTED_STATES)}
         lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
         totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
+        last = _ms(reply[4]) if reply[4] != "" else None
         return QueueStats(
-            self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "", int(c[9]), totals
+            self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "", int(c[9]), totals, last
         )
 
     def lanes(self, limit: int = 1000) -> Call[list[LaneInfo]]:

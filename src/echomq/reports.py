@@ -35,6 +35,13 @@ class QueueStats:
     ordering: str
     counter: int
     totals: dict[str, int] = field(default_factory=dict)
+    #: the last add, completion or failed attempt (server clock); None if none yet.
+    last_activity: datetime | None = None
+
+    @property
+    def ever_used(self) -> bool:
+        """Whether the queue has ever held a job (the first add stores its ordering)."""
+        return bool(self.ordering)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +53,7 @@ class QueueStats:
             "ordering": self.ordering,
             "counter": self.counter,
             "totals": dict(self.totals),
+            "last_activity": None if self.last_activity is None else self.last_activity.isoformat(),
         }
 
 

@@ -34,3 +34,9 @@ def test_demo_reports_shares_and_first_claims_then_cleans_up(
         ("initech", "alert", "0"),
     ]
     assert "90 jobs in" in out
+    # the first claims' high counters are explained, with the figures of this run
+    first_counter = re.search(r"│\s+1 │ acme \(w3\)\s+│ alert\s+│\s+0 │\s+(\d+) │", out)
+    assert first_counter is not None, out
+    assert f"Why alert {first_counter.group(1)} comes before report 1" in out, out
+    assert "score = tier × 2^32 + counter" in out
+    assert "echomq server stop" not in out  # on --url: no embedded server was started

@@ -72,7 +72,10 @@ def test_usage_errors_exit_2(cli: RunCli) -> None:
 
 def _all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found = []
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the root group imports its commands lazily
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         found.append((*prefix, name))
         if isinstance(command, click.Group):
             found += _all_commands(command, (*prefix, name))

@@ -107,8 +107,9 @@ def test_a_job_without_a_lease_is_refused(engine: Engine) -> None:
 
 def test_fail_parses_the_next_state(engine: Engine) -> None:
     job = claimed_job(engine)
-    assert engine.fail(job, "boom").parse(["failed"]) is State.FAILED
-    assert engine.fail(job, "boom", retry=False).parse(["dead"]) is State.DEAD
+    assert engine.fail(job, "boom").parse(["failed", str(MS)]) is State.FAILED
+    assert job.run_at == AT  # when the retry runs (the worker's log says so)
+    assert engine.fail(job, "boom", retry=False).parse(["dead", str(MS)]) is State.DEAD
     with pytest.raises(LeaseLost):
         engine.fail(job, "boom").parse(-2)
 
@@ -161,6 +162,7 @@ STATS_REPLY: list[Any] = [
     ["acme", "3", "5", "10", "", "2", "1", "0"],
     ["acme", "4"],
     ["21", "4", "2"],
+    str(MS),  # last activity
 ]
 
 
@@ -175,7 +177,11 @@ def test_stats_and_lanes(engine: Engine) -> None:
         "mint",
         99,
         {"added": 21, "completed": 4, "failed": 2},
+        AT,
     )
+    assert stats.ever_used and stats.to_dict()["last_activity"] == AT.isoformat()
+    never = engine.stats().parse([["0"] * 8 + ["", "0"], [], ["", ""], ["0", "0", "0"], ""])
+    assert not never.ever_used and never.last_activity is None
     assert engine.lanes().parse(STATS_REPLY) == [
         LaneInfo("acme", 0, 5, 3, 10, 4),
         LaneInfo(None, 1, 1, 2, 0, None),

@@ -10,21 +10,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import redis
-from rich.console import Console
 
 from echomq.connection import redact_url
 from echomq.errors import EchoMQError, ServerError
 from echomq.keys import DEFAULT_LANE
 from echomq.options import MAX_JSON_DEPTH
 from echomq.sync import SyncQueue
+
+if TYPE_CHECKING:  # Rich is imported on first use (a quick command never needs it)
+    from rich.console import Console
+
+    console: Console
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,13 +45,86 @@ CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_
 PIPE_WIDTH = 140
 
 
-def _console() -> Console:
-    """Rich output; wide enough off a terminal that ids and tables are not folded."""
+def output_width() -> int:
+    """Columns of the terminal; PIPE_WIDTH off a terminal unless COLUMNS says otherwise."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not sys.stdout.isatty():
+        return PIPE_WIDTH
+    return shutil.get_terminal_size().columns
+
+
+def __getattr__(name: str) -> Any:
+    """``console``: Rich output, made (and Rich imported) on first use."""
+    if name != "console":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
     piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-    return Console(highlight=False, width=PIPE_WIDTH if piped else None)
+    made = Console(highlight=False, width=PIPE_WIDTH if piped else None)
+    globals()["console"] = made
+    return made
 
 
-console = _console()
+def plain_table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], right: Collection[int] = ()
+) -> list[str]:
+    """A table as aligned lines of text, two spaces between columns, a rule under the
+    header; columns whose index is in ``right`` are right-aligned. (The quick
+    commands print this instead of a Rich table, which would cost Rich's import.)"""
+    body = [list(r) for r in rows]
+    widths = [max([len(h), *(len(r[i]) for r in body)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return [line(headers), "  ".join("─" * w for w in widths), *(line(r) for r in body)]
+
+
+#: characters that must not reach a terminal as they are: C0 controls but tab and
+#: newline (ESC starts terminal sequences, CR rewrites a line), DEL, C1 controls
+#: (U+009B is a one-byte CSI) and the bidirectional overrides that reorder text.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+#: an opening bracket Rich would read as the start of a markup tag, with the backslashes
+#: before it (Rich reads ``\\[b]`` as an escaped bracket, so those are doubled).
+_TAG_START = re.compile(r"(\\*)\[(?=[a-z#/@])")
+
+
+def _escape_markup(text: str) -> str:
+    escaped = _TAG_START.sub(lambda m: m.group(1) * 2 + "\\[", text)
+    # a lone trailing backslash would escape whatever markup follows the text
+    trailing = len(escaped) - len(escaped.rstrip("\\"))
+    return escaped + "\\" if trailing % 2 else escaped
+
+
+def escape_text(text: str, *, markup: bool = True, json_text: bool = False) -> str:
+    """``text`` read from the server, safe to print: the one escaping helper of the CLI.
+
+    Control characters and ESC sequences become visible escapes (``\\x1b``),
+    and (unless ``markup=False``, for text that does not go through Rich's
+    markup: plain lines, click's error line) Rich markup is escaped, so
+    ``[link=…]`` or ``[/srv/in.csv]`` print as written instead of styling or
+    crashing. ``json_text=True`` is for JSON already dumped: the escapes are
+    JSON's own ``\\u009b``, so the decoded data is unchanged."""
+    if json_text:
+        return _UNSAFE.sub(_json_escape, text)
+    visible = _UNSAFE.sub(_visible, text)
+    return _escape_markup(visible) if markup else visible
 
 
 def fail(message: str) -> NoReturn:
@@ -64,11 +143,12 @@ def first_line(text: str) -> str:
 def user_error(exc: EchoMQError | redis.RedisError) -> click.ClickException:
     """The one-line error an expected exception is reported as (url passwords hidden)."""
     text = redact_url(str(exc))
+    detail = escape_text(first_line(text), markup=False)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return click.ClickException(f"cannot reach the server: {first_line(text)}")
+        return click.ClickException(f"cannot reach the server: {detail}")
     if isinstance(exc, redis.RedisError):
-        return click.ClickException(f"server error: {first_line(text)}")
-    message = first_line(text) or type(exc).__name__
+        return click.ClickException(f"server error: {detail}")
+    message = detail or type(exc).__name__
     if isinstance(exc, ServerError) and "\n" in text.strip():
         message += " (the server log says why: echomq server logs)"
     return click.ClickException(message)
@@ -137,7 +217,8 @@ def open_queue(name: str, url: str | None) -> Iterator[SyncQueue]:
 
 def echo_json(value: Any) -> None:
     """Print ``value`` as indented JSON (datetimes as ISO 8601)."""
-    click.echo(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
+    text = json.dumps(value, indent=2, default=_json_default, ensure_ascii=False)
+    click.echo(escape_text(text, json_text=True))
 
 
 def _json_default(value: Any) -> Any:
@@ -146,9 +227,11 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
-def lane_label(group: str | None) -> str:
-    """A lane's name for humans: the group, or ``(default)`` for the default lane."""
-    return DEFAULT_LANE_LABEL if group is None or group == DEFAULT_LANE else group
+def lane_label(group: str | None, *, markup: bool = True) -> str:
+    """A lane's name for humans (escaped, see escape_text): the group, or ``(default)``."""
+    if group is None or group == DEFAULT_LANE:
+        return DEFAULT_LANE_LABEL
+    return escape_text(group, markup=markup)
 
 
 def parse_group(text: str) -> str | None:

@@ -7,31 +7,35 @@ atomic script each (retryDead, purgeDead) over the selected ids.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
-from rich import box
-from rich.table import Table
 
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
     DEFAULT_LANE_LABEL,
-    console,
     echo_json,
+    escape_text,
     fail,
     json_option,
-    lane_label,
     open_queue,
+    output_width,
     parse_group,
     queue_options,
-    short_when,
 )
+from echomq.cli.queues import note_if_unused
 from echomq.job import Job
 from echomq.keys import lane_of
 from echomq.sync import SyncQueue
 
 _PAGE = 500
+#: length of a job id (``job_`` + 26 characters): the id column is never narrower.
+ID_WIDTH = 30
+HEADERS = ("id", "name", "lane", "tries", "died", "last error")
+GAP = 2  # spaces between columns
+#: the error column is not squeezed under this before other columns give way.
+ERROR_MIN = 16
 
 
 class DeadFilter:
@@ -137,27 +141,77 @@ def list_dead(
     """
     with open_queue(queue, url) as q:
         jobs = list(select(q, DeadFilter(name, group), limit))
+        if not jobs:
+            note_if_unused(q)
     if as_json:
         echo_json([dead_dict(job) for job in jobs])
         return
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("id", no_wrap=True)
-    for column in ("name", "lane", "attempts", "died"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("last error", overflow="ellipsis", no_wrap=True)
-    for job in jobs:
-        table.add_row(
-            job.id,
-            job.name,
-            lane_label(job.group),
-            f"{job.attempts}/{job.max_attempts}",
-            short_when(job.finished_at),
-            _first_line(job.error),
-        )
-    console.print(f"dead jobs in queue {queue}, newest first:", markup=False)
-    console.print(table)
+    click.echo(f"dead jobs in queue {queue}, newest first:")
+    for line in dead_lines(jobs, output_width()):
+        click.echo(line)
     if not jobs:
-        console.print("no dead jobs match" if name or group is not None else "no dead jobs")
+        click.echo("no dead jobs match" if name or group is not None else "no dead jobs")
+
+
+def _died(job: Job) -> str:
+    return "–" if job.finished_at is None else f"{job.finished_at.astimezone():%m-%d %H:%M:%S}"
+
+
+def _column_widths(total: int, rows: list[list[str]]) -> list[int]:
+    """Widths of id, name, lane, tries, died, last error for lines ``total`` wide.
+
+    The id keeps its full width whatever ``total`` is; the error takes what is
+    left; name and lane shrink (to 6) before the error gets under ERROR_MIN,
+    then the time of death is left out (width 0)."""
+    natural = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(HEADERS)]
+    widths = [ID_WIDTH, min(natural[1], 24), min(natural[2], 16), natural[3], natural[4], 0]
+    room = total - GAP * (len(HEADERS) - 1)
+    for shrink in (_narrow_name_and_lane, _without_died):
+        if room - sum(widths) >= ERROR_MIN:
+            break
+        widths = shrink(widths)
+    widths[5] = max(1, min(natural[5], room - sum(widths)))
+    return widths
+
+
+def _narrow_name_and_lane(widths: list[int]) -> list[int]:
+    return [widths[0], min(widths[1], 6), min(widths[2], 6), *widths[3:]]
+
+
+def _without_died(widths: list[int]) -> list[int]:
+    return [*widths[:4], 0, widths[5]]
+
+
+def _fit(text: str, width: int, right: bool = False) -> str:
+    if len(text) > width:
+        return text[: width - 1] + "…"
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def dead_lines(jobs: list[Job], width: int) -> list[str]:
+    """Dead jobs as table lines at most ``width`` wide (at least an id's) whose ids
+    are never cut, at 80 columns or piped: the other columns give way (see
+    _column_widths). Every text from the server is escaped (escape_text)."""
+    rows = [
+        [
+            job.id,
+            escape_text(job.name, markup=False),
+            DEFAULT_LANE_LABEL if job.group is None else escape_text(job.group, markup=False),
+            f"{job.attempts}/{job.max_attempts}",
+            _died(job),
+            escape_text(_first_line(job.error, width=1000), markup=False),
+        ]
+        for job in jobs
+    ]
+    widths = _column_widths(width, rows)
+    shown = [i for i, w in enumerate(widths) if w]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = (_fit(cells[i], widths[i], right=HEADERS[i] == "tries") for i in shown)
+        return (" " * GAP).join(parts).rstrip()
+
+    rule = (" " * GAP).join("─" * widths[i] for i in shown)
+    return [line(HEADERS), rule, *(line(row) for row in rows)]
 
 
 def _targets(

@@ -15,6 +15,7 @@ The demo uses a fresh queue ``demo-<random>`` and deletes its keys at the end.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import signal
 import time
@@ -207,7 +208,9 @@ async def run_demo(
             await asyncio.gather(producer, return_exceptions=interrupted.is_set())
         if interrupted.is_set():
             raise click.Abort
-        server = queue.url or f"the embedded Valkey ({connection.resolve_url(None)})"
+        resolved = connection.resolve_url(queue.url)
+        embedded = not queue.url and not os.environ.get(connection.URL_ENV)
+        server = f"the embedded Valkey ({resolved})" if embedded else resolved
         return run, elapsed, server
     finally:
         loop.remove_signal_handler(signal.SIGINT)
@@ -259,6 +262,27 @@ def claims_table(claims: Sequence[Claim]) -> Table:
     return table
 
 
+def counters_note(claims: Sequence[Claim]) -> list[str]:
+    """Why the first claims show high counters: the alerts were added last, but
+    their tier puts them first. Built from the claims themselves."""
+    first = claims[0] if claims else None
+    if first is None or first.tier != 0:
+        return []
+    report = next((c for c in claims if c.group == first.group and c.tier == 1), None)
+    if report is None:
+        return []
+    return [
+        f"Why alert {first.counter} comes before report {report.counter}: the counter is the "
+        "order in which the server",
+        f"accepted each job (one counter per queue). The alerts of {first.group}'s first "
+        "batch were added after its",
+        "reports, so their counters are higher; but an alert is tier 0, and "
+        "score = tier × 2^32 + counter:",
+        f"alert {first.counter} scores {first.score:,}, report {report.counter} scores "
+        f"{report.score:,}.",
+    ]
+
+
 def print_report(run: DemoRun, elapsed: float, server: str, queue_name: str) -> None:
     """The two tables and what they show."""
     served = sum(run.window.values())
@@ -271,6 +295,7 @@ def print_report(run: DemoRun, elapsed: float, server: str, queue_name: str) -> 
         "",
         f"The first {min(FIRST_CLAIMS, len(run.claims))} claims, in the order their "
         "handlers started:",
+        *counters_note(run.claims),
         claims_table(run.claims[:FIRST_CLAIMS]),
         "Lanes take turns 3 : 2 : 1; within a lane, tier-0 alerts go before tier-1 reports "
         "added earlier,",
@@ -280,6 +305,12 @@ def print_report(run: DemoRun, elapsed: float, server: str, queue_name: str) -> 
         f"{run.total} jobs in {elapsed:.1f} s ({run.total / elapsed:.0f} jobs/s) on {server}; "
         f"queue {queue_name} deleted.",
     ]
+    if server.startswith("the embedded Valkey"):
+        lines += [
+            "",
+            "The embedded Valkey keeps running for your next echomq command (with the "
+            "jobs of your other queues): `echomq server stop` stops it.",
+        ]
     for line in lines:
         if isinstance(line, str):
             console.print(line, markup=False)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from echomq import score as codec
+from echomq.cli import common
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
-    console,
     echo_json,
+    escape_text,
     fail,
     json_option,
     lane_label,
@@ -24,6 +24,10 @@ from echomq.cli.common import (
 from echomq.cli.score import hex_split, ruler
 from echomq.ids import id_timestamp
 from echomq.job import Job, State
+from echomq.sync import SyncQueue
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -123,7 +127,13 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+#: the rows of the fields table that hold text from the server (lane_label escapes its own).
+ESCAPED = ("name", "idempotency key")
+
+
 def _fields_table(job: Job, queue: str) -> Table:
+    from rich.table import Table
+
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -147,22 +157,22 @@ def _fields_table(job: Job, queue: str) -> Table:
     if job.key is not None:
         rows.append(("idempotency key", job.key))
     for label, value in rows:
-        table.add_row(label, value)
+        table.add_row(label, escape_text(value) if label in ESCAPED else value)
     return table
 
 
 def _print_job(job: Job, queue: str) -> None:
-    console.print(_fields_table(job, queue))
+    common.console.print(_fields_table(job, queue))
     decoded = codec.decode(job.score)
-    console.print()
-    console.print(
+    common.console.print()
+    common.console.print(
         f"[bold]score[/]  {job.score} = {hex_split(decoded)} → tier {decoded.tier}, "
         f"counter {decoded.counter}"
     )
     if job.state in (State.DELAYED, State.FAILED) and job.score == 0:
-        console.print("  (no score yet: it is taken when the job becomes waiting)")
+        common.console.print("  (no score yet: it is taken when the job becomes waiting)")
     for line in ruler(decoded):
-        console.print(f"  {line}", markup=False)
+        common.console.print(f"  {line}", markup=False)
     sections = [
         ("data", job.data, True),
         ("result", job.result, job.result is not None),
@@ -170,14 +180,14 @@ def _print_job(job: Job, queue: str) -> None:
     ]
     for label, value, show in sections:
         if show:
-            console.print(f"\n[bold]{label}[/]")
-            console.print(_pretty(value), markup=False)
+            common.console.print(f"\n[bold]{label}[/]")
+            common.console.print(escape_text(_pretty(value)))
     if job.error:
-        console.print("\n[bold red]last error[/]")
-        console.print(job.error, markup=False)
+        common.console.print("\n[bold red]last error[/]")
+        common.console.print(escape_text(job.error))
     if job.traceback:
-        console.print("\n[bold]traceback[/]")
-        console.print(job.traceback.rstrip(), markup=False)
+        common.console.print("\n[bold]traceback[/]")
+        common.console.print(escape_text(job.traceback.rstrip()))
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -188,18 +198,54 @@ def inspect(job_id: str, as_json: bool, queue: str, url: str | None) -> None:
     """Show one job: every field, and its score decoded.
 
     State, attempts, last error and traceback, and the score split into tier
-    and counter.
+    and counter. Without -q (or ECHOMQ_QUEUE) the job's queue is found from
+    its id.
 
     \b
     Examples:
       echomq inspect job_01m8vfye84ec3a377q2197v469
       echomq inspect job_01m8vfye84ec3a377q2197v469 -q mail --json
     """
+    from echomq.cli.queues import find_job, not_found
+
     with open_queue(queue, url) as q:
-        job = q.get(job_id)
-    if job is None:
-        fail(f"no job {job_id} in queue {queue!r} (never added, removed, or pruned)")
+        found = find_job(q, job_id)
+        if found is None:
+            fail(not_found(q, job_id))
+    job, where = found
     if as_json:
-        echo_json(job_dict(job, queue))
+        echo_json(job_dict(job, where))
     else:
-        _print_job(job, queue)
+        _print_job(job, where)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("job_id")
+@queue_options
+def remove(job_id: str, queue: str, url: str | None) -> None:
+    """Delete one job for good, whatever its state.
+
+    A waiting or delayed job leaves its lane; a running one loses its lease
+    (its worker's result is dropped). Without -q (or ECHOMQ_QUEUE) the job's
+    queue is found from its id. Exits 1 if there is no such job.
+
+    \b
+    Examples:
+      echomq remove job_01m8vfye84ec3a377q2197v469
+      echomq remove job_01m8vfye84ec3a377q2197v469 -q mail
+    """
+    from echomq.cli.queues import find_job, not_found
+
+    with open_queue(queue, url) as q:
+        found = find_job(q, job_id)
+        if found is None:
+            fail(not_found(q, job_id))
+        job, where = found
+        with SyncQueue(where, client=q.client()) as holder:
+            removed = holder.remove(job_id)
+    if not removed:  # removed or pruned between the look-up and now
+        fail(f"no job {job_id} in queue {where!r} any more")
+    click.echo(
+        f"removed job {job_id} ({escape_text(job.name, markup=False)}, {job.state!s}) "
+        f"from queue {where}"
+    )

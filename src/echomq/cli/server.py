@@ -13,9 +13,15 @@ from pathlib import Path
 
 import click
 from rich.table import Table
-from rich.text import Text
 
-from echomq.cli.common import CONTEXT_SETTINGS, console, echo_json, fail, json_option
+from echomq.cli.common import (
+    CONTEXT_SETTINGS,
+    console,
+    echo_json,
+    escape_text,
+    fail,
+    json_option,
+)
 from echomq.connection import URL_ENV, redact_url
 from echomq.embedded import EmbeddedServer, ServerStatus
 
@@ -50,7 +56,7 @@ def _status_table(status: ServerStatus) -> Table:
     ]
     for label, value in rows:
         # paths and versions are data, never markup (state is the only styled cell)
-        table.add_row(label, value if label == "state" else Text(value))
+        table.add_row(label, value if label == "state" else escape_text(value))
     return table
 
 
@@ -135,7 +141,7 @@ def _follow(path: Path) -> None:
             while True:
                 line = f.readline()
                 if line:
-                    click.echo(line, nl=False)
+                    click.echo(escape_text(line.rstrip("\n"), markup=False))
                 else:
                     time.sleep(0.2)
     except KeyboardInterrupt:
@@ -162,6 +168,6 @@ def logs(lines: int, follow: bool) -> None:
     """
     path = EmbeddedServer().log_path
     for line in _tail(path, lines):
-        click.echo(line)
+        click.echo(escape_text(line, markup=False))
     if follow:
         _follow(path)

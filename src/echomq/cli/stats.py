@@ -8,19 +8,15 @@ lane that is not backlogged and so takes less than its weight).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.console import Group, RenderableType
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
-    console,
     echo_json,
     fail,
     json_option,
@@ -28,9 +24,12 @@ from echomq.cli.common import (
     open_queue,
     parse_group,
     percent,
+    plain_table,
     queue_options,
+    short_when,
     watch_options,
 )
+from echomq.cli.queues import note_if_unused
 from echomq.keys import lane_of
 from echomq.options import MAX_WEIGHT
 from echomq.reports import LaneInfo, QueueStats
@@ -39,44 +38,85 @@ from echomq.sync import SyncQueue
 _STATE_NOTES = {"failed": "retry pending", "active": "leased by a worker"}
 
 
-def stats_view(stats: QueueStats) -> RenderableType:
-    """Counts by state and waiting jobs by lane, as two tables."""
-    mode = "paused" if stats.paused else "running"
-    counts = Table()
-    counts.add_column("state")
-    counts.add_column("jobs", justify="right")
-    counts.add_column("")
-    for state, n in stats.counts.items():
-        counts.add_row(state, str(n), _STATE_NOTES.get(state, ""))
-    totals = stats.totals
-    lanes = Table()
-    lanes.add_column("lane")
-    lanes.add_column("waiting", justify="right")
-    for group, n in stats.lanes.items():
-        lanes.add_row(lane_label(group), str(n))
-    return Group(
-        Text(f"queue {stats.queue} · {stats.ordering or 'composite'} ordering · {mode}"),
-        counts,
-        Text(
-            f"since creation: {totals.get('added', 0)} added, "
-            f"{totals.get('completed', 0)} completed, {totals.get('failed', 0)} failed attempts"
-        ),
-        Text(f"waiting by lane ({stats.ring_length} in the ring):"),
-        lanes,
+class Rates:
+    """Jobs per second added, completed and failed between two readings of the totals."""
+
+    KINDS = ("added", "completed", "failed")
+
+    def __init__(self) -> None:
+        self._last: tuple[float, dict[str, int]] | None = None
+
+    def update(self, stats: QueueStats) -> dict[str, float] | None:
+        """The rates since the previous reading (None at the first)."""
+        now = time.monotonic()
+        last, self._last = self._last, (now, dict(stats.totals))
+        if last is None:
+            return None
+        then, before = last
+        span = max(now - then, 1e-6)
+        return {k: (stats.totals.get(k, 0) - before.get(k, 0)) / span for k in self.KINDS}
+
+
+def rates_text(rates: dict[str, float] | None) -> str:
+    if rates is None:
+        return "rates: measured from the next refresh on"
+    return (
+        f"rates: {rates['added']:.1f} added/s · {rates['completed']:.1f} completed/s · "
+        f"{rates['failed']:.1f} failed attempts/s"
     )
 
 
-def _watch(render: Callable[[], RenderableType], interval: float) -> None:
-    """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (in place on a terminal)."""
+def stats_view(stats: QueueStats, rates: Rates | None = None) -> list[str]:
+    """Counts by state and waiting jobs by lane, as two tables (and rates, watching)."""
+    mode = "paused" if stats.paused else "running"
+    totals = stats.totals
+    lines = [
+        f"queue {stats.queue} · {stats.ordering or 'composite'} ordering · {mode} · "
+        f"last activity {short_when(stats.last_activity)}",
+        "",
+        *plain_table(
+            ("state", "jobs", ""),
+            ((state, str(n), _STATE_NOTES.get(state, "")) for state, n in stats.counts.items()),
+            right={1},
+        ),
+        "",
+        f"since creation: {totals.get('added', 0)} added, "
+        f"{totals.get('completed', 0)} completed, {totals.get('failed', 0)} failed attempts",
+    ]
+    if rates is not None:
+        lines.append(rates_text(rates.update(stats)))
+    lines += [
+        "",
+        f"waiting by lane ({stats.ring_length} in the ring):",
+        *plain_table(
+            ("lane", "waiting"),
+            ((lane_label(g, markup=False), str(n)) for g, n in stats.lanes.items()),
+            right={1},
+        ),
+    ]
+    return lines
+
+
+def print_lines(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+#: on a terminal, a redraw moves the cursor home and clears the screen first.
+_REDRAW = "\x1b[H\x1b[2J"
+
+
+def _watch(render: Callable[[], list[str]], interval: float) -> None:
+    """Print ``render()`` every ``interval`` seconds until Ctrl-C (in place on a terminal)."""
+    redraw = sys.stdout.isatty()
     try:
-        if console.is_terminal:
-            with Live(render(), console=console, auto_refresh=False) as live:
-                while True:
-                    time.sleep(interval)
-                    live.update(render(), refresh=True)
         while True:
-            console.print(render())
-            console.print()
+            lines = render()
+            if redraw:
+                click.echo(_REDRAW, nl=False)
+            print_lines(lines)
+            if not redraw:
+                click.echo()
             time.sleep(interval)
     except KeyboardInterrupt:
         return
@@ -93,7 +133,9 @@ def _json_line(value: Any) -> None:
 def stats(as_json: bool, watch: bool, interval: float, queue: str, url: str | None) -> None:
     """Counts of jobs per state and waiting jobs per lane.
 
-    With --watch --json, prints one JSON object per line per refresh.
+    With --watch, also jobs added, completed and failed per second since the
+    previous refresh; with --watch --json, one JSON object per line per
+    refresh (with "rates").
 
     \b
     Examples:
@@ -102,19 +144,29 @@ def stats(as_json: bool, watch: bool, interval: float, queue: str, url: str | No
       echomq stats --watch --interval 0.5
     """
     with open_queue(queue, url) as q:
+        first = q.stats()
+        note_if_unused(q, first)
         if as_json and watch:
-            try:
-                while True:
-                    _json_line(q.stats().to_dict())
-                    time.sleep(interval)
-            except KeyboardInterrupt:
-                return
-        if as_json:
-            echo_json(q.stats().to_dict())
+            _watch_json(q, interval)
+        elif as_json:
+            echo_json(first.to_dict())
         elif watch:
-            _watch(lambda: stats_view(q.stats()), interval)
+            rates = Rates()
+            _watch(lambda: stats_view(q.stats(), rates), interval)
         else:
-            console.print(stats_view(q.stats()))
+            print_lines(stats_view(first))
+
+
+def _watch_json(q: SyncQueue, interval: float) -> None:
+    """One JSON object per line per refresh, with ``rates`` (jobs/s; null at first)."""
+    rates = Rates()
+    try:
+        while True:
+            stats = q.stats()
+            _json_line({**stats.to_dict(), "rates": rates.update(stats)})
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
 
 
 def lane_rows(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
@@ -136,47 +188,39 @@ def lane_rows(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
     ]
 
 
-def lanes_view(rows: list[dict[str, Any]], idle: dict[str | None, int]) -> RenderableType:
-    table = Table()
-    for name, justify in (
-        ("#", "right"),
-        ("lane", "left"),
-        ("weight", "right"),
-        ("backlog", "right"),
-        ("served", "right"),
-        ("share", "right"),
-        ("weight share", "right"),
-        ("turn left", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+def lanes_view(rows: list[dict[str, Any]], idle: dict[str | None, int]) -> list[str]:
     served_total = sum(r["served"] for r in rows)
     weight_total = sum(r["weight"] for r in rows)
-    for r in rows:
-        table.add_row(
-            str(r["position"]),
-            lane_label(r["group"]),
-            str(r["weight"]),
-            str(r["backlog"]),
-            str(r["served"]),
-            percent(r["served"], served_total),
-            percent(r["weight"], weight_total),
-            "" if r["turn_left"] is None else str(r["turn_left"]),
-        )
-    parts: list[RenderableType] = [
-        Text("lanes in ring order (head first):"),
-        table,
-        Text(
-            "served = claims since the lane joined the ring; share = served / Σ served; "
-            "weight share = weight / Σ weights"
+    table = plain_table(
+        ("#", "lane", "weight", "backlog", "served", "share", "weight share", "turn left"),
+        (
+            (
+                str(r["position"]),
+                lane_label(r["group"], markup=False),
+                str(r["weight"]),
+                str(r["backlog"]),
+                str(r["served"]),
+                percent(r["served"], served_total),
+                percent(r["weight"], weight_total),
+                "" if r["turn_left"] is None else str(r["turn_left"]),
+            )
+            for r in rows
         ),
+        right={0, 2, 3, 4, 5, 6, 7},
+    )
+    lines = [
+        "lanes in ring order (head first):",
+        *table,
+        "served = claims since the lane joined the ring; share = served / Σ served; "
+        "weight share = weight / Σ weights",
     ]
     if idle:
         idle_text = ", ".join(
-            f"{lane_label(g)} (weight {w})"
+            f"{lane_label(g, markup=False)} (weight {w})"
             for g, w in sorted(idle.items(), key=lambda item: lane_label(item[0]))
         )
-        parts.append(Text(f"idle lanes with a weight set: {idle_text}"))
-    return Group(*parts)
+        lines.append(f"idle lanes with a weight set: {idle_text}")
+    return lines
 
 
 def _lanes_snapshot(q: SyncQueue, limit: int) -> tuple[list[dict[str, Any]], dict[str | None, int]]:
@@ -211,6 +255,7 @@ def lanes(
       echomq lanes --json | jq '.lanes[] | {group, share, weight_share}'
     """
     with open_queue(queue, url) as q:
+        note_if_unused(q)
         if as_json:
             rows, idle = _lanes_snapshot(q, limit)
             echo_json(
@@ -223,7 +268,7 @@ def lanes(
         elif watch:
             _watch(lambda: lanes_view(*_lanes_snapshot(q, limit)), interval)
         else:
-            console.print(lanes_view(*_lanes_snapshot(q, limit)))
+            print_lines(lanes_view(*_lanes_snapshot(q, limit)))
 
 
 def parse_weight(text: str) -> int:

@@ -15,7 +15,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
 from echomq.storage import FORMAT
 
@@ -33,8 +33,13 @@ class Script:
     sha: str
 
 
+#: the package's own directory (pathlib, not importlib.resources: it is quicker to import
+#: and the scripts always ship as plain files in the wheel)
+_HERE = Path(__file__).parent
+
+
 def _read(relative: str) -> str:
-    return resources.files(__package__).joinpath(relative).read_text(encoding="utf-8")
+    return (_HERE / relative).read_text(encoding="utf-8")
 
 
 def _expand(source: str) -> str:
@@ -46,21 +51,31 @@ def _header() -> str:
 
 
 @cache
-def all_scripts() -> dict[str, Script]:
-    """Every script of the package by name (``claim``, ``add``, …)."""
-    found: dict[str, Script] = {}
-    for entry in resources.files(__package__).iterdir():
+def _files() -> dict[str, Path]:
+    """Each script's file by script name (``claim`` → ``claim-12.lua``)."""
+    found = {}
+    for entry in sorted(_HERE.iterdir()):
         match = _FILE.match(entry.name)
-        if match is None:
-            continue
-        source = _header() + _expand(entry.read_text(encoding="utf-8"))
-        sha = hashlib.sha1(source.encode()).hexdigest()
-        found[match.group(1)] = Script(match.group(1), int(match.group(2)), source, sha)
+        if match is not None:
+            found[match.group(1)] = entry
     return found
 
 
+@cache
 def script(name: str) -> Script:
-    return all_scripts()[name]
+    """One script, loaded (read, includes expanded, hashed) on its first use only: a
+    short command that sends one script does not load the others."""
+    path = _files()[name]
+    match = _FILE.match(path.name)
+    assert match is not None
+    source = _header() + _expand(path.read_text(encoding="utf-8"))
+    sha = hashlib.sha1(source.encode()).hexdigest()
+    return Script(name, int(match.group(2)), source, sha)
+
+
+def all_scripts() -> dict[str, Script]:
+    """Every script of the package by name (``claim``, ``add``, …)."""
+    return {name: script(name) for name in _files()}
 
 
 def include_source(name: str) -> str:

@@ -75,6 +75,9 @@ for i, job in ipairs(jobs) do
     created = created + 1
   end
 end
-if created > 0 then redis.call("HINCRBY", K_META, "added", created) end
+if created > 0 then
+  redis.call("HINCRBY", K_META, "added", created)
+  redis.call("HSET", K_META, "last", created_at) -- last activity (stats)
+end
 flush_waiting()
 return ids

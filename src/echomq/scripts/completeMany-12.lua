@@ -41,6 +41,7 @@ if #done_ids > 0 then
   call_chunked("ZREM", K_ACTIVE, done_ids, 1)
   call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
   redis.call("HINCRBY", K_META, "completed", #done_ids)
+  redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
   prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
 end
 return out

@@ -32,6 +32,7 @@ end
 redis.call("ZREM", K_ACTIVE, id)
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10])
 redis.call("HINCRBY", K_META, "failed", 1)
+redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
 local f = redis.call("HMGET", jk, "a", "m")
 if delay >= 0 and tonumber(f[1]) < tonumber(f[2]) then
   local fire = fmt(now + delay)

@@ -5,7 +5,7 @@
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     most lanes to list (ring order)
 --
--- Returns: {counts, lanes, turn} where
+-- Returns: {counts, lanes, turn, totals, last} where
 --   counts = {waiting, delayed, failed, active, completed, dead, ring_length,
 --             paused ("1"/"0"), ordering, counter}
 --   lanes  = {lane1, backlog1, weight1, served1, lane2, ...}
@@ -13,6 +13,7 @@
 --   totals = {added, completed, failed}: counters since the queue was created
 --            (added counts jobs newly created, not idempotent hits;
 --             failed counts failed attempts)
+--   last   = time (ms) of the last add, completion or failed attempt, "" if none
 -- @include fixed
 -- @include keys
 
@@ -39,4 +40,5 @@ end
 local turn = redis.call("HMGET", K_TURN, "lane", "left")
 local totals = redis.call("HMGET", K_META, "added", "completed", "failed")
 return {counts, lanes, {turn[1] or "", turn[2] or ""},
-  {totals[1] or "0", totals[2] or "0", totals[3] or "0"}}
+  {totals[1] or "0", totals[2] or "0", totals[3] or "0"},
+  redis.call("HGET", K_META, "last") or ""}

@@ -54,6 +54,11 @@ class _Sender(Generic[ClientT]):
         self._owns_client = client is None
         self._greeting = greeting
 
+    @property
+    def owns_client(self) -> bool:
+        """True if the sender made its client from ``url`` (no client was given)."""
+        return self._owns_client
+
     def longest_block(self) -> float:
         """The longest block (BLPOP) that ends before the client's socket timeout
         would cut it (the client must exist)."""

@@ -20,6 +20,7 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -307,14 +308,27 @@ class Execution:
             await self._not_recorded(exc)
             return
         job.state, job.error, job.traceback = state, failed.error, failed.traceback
-        log.log(
-            logging.WARNING if state is State.DEAD else logging.INFO,
-            "job %s (%s) %s: %s",
-            job.id,
-            job.name,
-            "is dead" if state is State.DEAD else "will be retried",
-            failed.error,
-        )
+        if state is State.DEAD:
+            log.warning(
+                "job %s (%s) is dead: attempt %d of %d failed%s: %s",
+                job.id,
+                job.name,
+                job.attempts,
+                job.max_attempts,
+                "" if failed.retry else " (not retried)",
+                failed.error,
+            )
+        else:
+            log.info(
+                "job %s (%s): attempt %d of %d failed: %s; attempt %d runs %s",
+                job.id,
+                job.name,
+                job.attempts,
+                job.max_attempts,
+                failed.error,
+                job.attempts + 1,
+                next_run_text(job.run_at),
+            )
         await rt.hooks.fire(rt.hooks.on_failed, job)
         await rt.hooks.fire(rt.hooks.on_dead if state is State.DEAD else rt.hooks.on_retried, job)
 
@@ -326,6 +340,14 @@ class Execution:
             log.info("job %s was removed while it ran; outcome dropped", self.job.id)
         else:
             log.error("job %s: outcome not recorded, server unreachable: %s", self.job.id, exc)
+
+
+def next_run_text(run_at: datetime | None) -> str:
+    """When a retry runs, for a log line: ``at 14:03:07 (in 2.0 s)``."""
+    if run_at is None:
+        return "after its backoff"
+    wait = max(0.0, (run_at - datetime.now(UTC)).total_seconds())
+    return f"at {run_at.astimezone():%H:%M:%S} (in {wait:.1f} s)"
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

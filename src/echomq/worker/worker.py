@@ -22,11 +22,13 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
-from echomq.errors import InvalidOption, JobNotFound, LeaseLost
+from echomq import connection
+from echomq.errors import EchoMQError, InvalidOption, JobNotFound, LeaseLost
 from echomq.job import Job
 from echomq.options import (
     DEFAULT_CONCURRENCY,
@@ -59,6 +61,8 @@ log = logging.getLogger("echomq.worker")
 
 #: the longest time spent releasing unfinished jobs' leases at shutdown.
 RELEASE_TIMEOUT = 5.0
+#: seconds between two tries of a worker to start the embedded server it lost.
+RESTART_EVERY = 2.0
 #: how long a stopping worker waits for its interrupted doorbell wait to return.
 INTERRUPT_TIMEOUT = 2.0
 #: default maintenance period: the lease, but at most this many seconds.
@@ -253,6 +257,7 @@ class _Session:
             queue, lease=worker.lease, maintenance=self.maintenance, worker_id=uuid.uuid4().hex
         )
         self._short = False  # the last claim left slots free: wait for work next
+        self._restarted_at = float("-inf")  # the last try to start the embedded server
         self.heartbeat = Heartbeat(
             queue, lease=worker.lease, interval=worker.heartbeat, on_lost=self._lease_lost
         )
@@ -312,9 +317,33 @@ class _Session:
                 await self._fetch_once()
                 pauses.reset()
             except TRANSIENT as exc:
+                if await self._restart_embedded():
+                    continue
                 pause = pauses.next()
                 log.warning("queue %s: %s; retrying in %.2f s", self.worker.queue.name, exc, pause)
                 await _until(asyncio.sleep(pause), self.stopping)
+
+    async def _restart_embedded(self) -> bool:
+        """A worker on the embedded server starts it again when it went away (at
+        most once per RESTART_EVERY seconds); True if it did."""
+        queue, now = self.worker.queue, time.monotonic()
+        if not queue.sender.owns_client or now - self._restarted_at < RESTART_EVERY:
+            return False
+        self._restarted_at = now
+        try:
+            started = await asyncio.to_thread(connection.restart_embedded, queue.url)
+        except EchoMQError as exc:
+            log.warning(
+                "queue %s: the embedded server cannot start: %s", self.worker.queue.name, exc
+            )
+            return False
+        if started:
+            log.warning(
+                "queue %s: the embedded Valkey was not running; started it again "
+                "(stop the workers before `echomq server stop` to keep it stopped)",
+                self.worker.queue.name,
+            )
+        return started
 
     async def _fetch_once(self) -> None:
         # a slot is a running handler: a job whose outcome is still being
