@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+_CONSTANT = r"^local {name} = (\d+)"
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _FILE = re.compile(r"^(\w+)-(\d+)\.lua$")
 
@@ -56,3 +57,11 @@ def script(name: str) -> Script:
 def include_source(name: str) -> str:
     """The text of one include (tests run includes on their own)."""
     return _read(f"includes/{name}.lua")
+
+
+def budget(include: str, name: str) -> int:
+    """A numeric ``local NAME = N`` of an include (the work budgets the tests check)."""
+    match = re.search(_CONSTANT.format(name=re.escape(name)), include_source(include), re.M)
+    if match is None:
+        raise KeyError(f"includes/{include}.lua defines no number {name}")
+    return int(match.group(1))

@@ -1,4 +1,5 @@
--- claim: promote due jobs, return expired leases, then lease up to n jobs in
+-- claim: promote due jobs, return expired leases (each up to a fixed budget
+-- per call, earliest first: includes/time.lua), then lease up to n jobs in
 -- the order of the weighted rotation (DESIGN §3).
 --
 -- KEYS: the twelve fixed keys (includes/fixed.lua)
@@ -24,8 +25,12 @@
 
 local n, lease_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
 local now = now_ms()
-promote_due(now)
-reap_expired(now)
+-- promote due jobs and return expired leases, at most a budget of each
+-- (includes/time.lua), both read before the first write
+local due = read_due(now)
+local expired = read_expired(now, false)
+promote(due)
+reap(expired, now)
 flush_lanes()
 if redis.call("HGET", K_META, "paused") == "1" then
   flush_waiting()

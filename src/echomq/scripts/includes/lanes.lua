@@ -27,6 +27,17 @@ local function enter_lane(lane, id, score)
   waiting_delta = waiting_delta + 1
 end
 
+-- Read a lane's key once per call before the first write (read before
+-- write: a lane that is not on this server stops the script here). ``seen``
+-- is the call's set of lanes read so far.
+local function read_lane(seen, lane)
+  lane = lane or ""
+  if not seen[lane] then
+    seen[lane] = true
+    redis.call("EXISTS", lane_key(lane))
+  end
+end
+
 -- Write the buffered jobs; a lane that was empty joins the ring's tail.
 local function flush_lanes()
   for _, lane in ipairs(pending_order) do
