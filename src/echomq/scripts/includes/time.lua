@@ -9,33 +9,53 @@ local TIMED_BUDGET = 500
 
 -- The due delayed jobs this call will promote, oldest fire time first, with
 -- their hashes read (read before write: nothing is written here).
--- Returns {ids, fields} where fields[i] = {tier, lane} of ids[i] (tier nil if
--- the hash is gone).
+-- Returns {ids, fields, scores} where fields[i] = {tier, lane} of ids[i]
+-- (tier nil if the hash is gone) and scores[i] the lane score it will get
+-- (scores is nil when that cannot be known before writing: see
+-- foresee_arrivals).
 local function read_due(now)
   local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0, TIMED_BUDGET)
   local fields, lanes = {}, {}
+  local order = ordering()
   for i, id in ipairs(due) do
     local f = redis.call("HMGET", job_key(id), "p", "g")
     fields[i] = f
     read_lane(lanes, f[2])
   end
-  return {ids = due, fields = fields}
+  local plan = {ids = due, fields = fields, order = order}
+  local base = #due > 0 and foresee_arrivals(order, #due)
+  if base then
+    plan.scores = {}
+    local next_counter = base
+    for i, f in ipairs(fields) do
+      if f[1] then
+        if order ~= "mint" then next_counter = next_counter + 1 end
+        plan.scores[i] = fmt(tonumber(f[1]) * TIER_UNIT + next_counter)
+      end
+    end
+    plan.counter_after = base + #due
+  end
+  return plan
 end
 
 -- Promote the jobs read by read_due into their lanes; returns how many.
 local function promote(plan)
   local due = plan.ids
   if #due == 0 then return 0 end
-  local order = ordering()
+  local order = plan.order
   -- the due jobs are the lowest ranks of the delayed set: one removal
   redis.call("ZREMRANGEBYRANK", K_DELAYED, 0, #due - 1)
   call_chunked("ZREM", K_RETRYING, due, 1)
-  if order ~= "mint" and #due > 1 then reserve_arrivals(#due) end
+  if plan.scores and order ~= "mint" then
+    redis.call("SET", K_COUNTER, plan.counter_after)
+  elseif not plan.scores and order ~= "mint" and #due > 1 then
+    reserve_arrivals(#due)
+  end
   local promoted = 0
   for i, id in ipairs(due) do
     local f = plan.fields[i]
     if f[1] then
-      local score = fmt(arrival_score(order, tonumber(f[1])))
+      local score = plan.scores and plan.scores[i] or fmt(arrival_score(order, tonumber(f[1])))
       redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
       enter_lane(f[2], id, score)
       promoted = promoted + 1
