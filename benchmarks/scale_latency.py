@@ -105,7 +105,8 @@ def make_expired(q: SyncQueue, raw: redis.Redis, count: int) -> None:
 
 
 def make_near_limit(q: SyncQueue, raw: redis.Redis, count: int) -> None:
-    """``count`` waiting jobs with counters ending 10 below 2^32 (the 10th add of the drain runs out)."""
+    """``count`` waiting jobs with counters ending 10 below 2^32: the drain's 10th
+    add runs the counter out."""
     raw.set(q.engine.keys.counter, score.MAX_COUNTER - count - 10)
     fill(q, count)
 

@@ -1,8 +1,8 @@
 """echomq: a job queue on Valkey and Redis with exact priority order and weighted fair lanes."""
 
-from echomq.engine import LaneInfo, MaintenanceReport, QueueStats
 from echomq.errors import (
     EchoMQError,
+    FormatTooNew,
     InvalidDelay,
     InvalidId,
     InvalidInput,
@@ -21,6 +21,7 @@ from echomq.errors import (
 from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.queue import Queue
+from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.sync import SyncQueue
 from echomq.worker import Worker
 
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backoff",
     "EchoMQError",
+    "FormatTooNew",
     "InvalidDelay",
     "InvalidId",
     "InvalidInput",
@@ -50,6 +52,7 @@ __all__ = [
     "ServerError",
     "State",
     "SyncQueue",
+    "TierCounts",
     "Worker",
     "__version__",
 ]

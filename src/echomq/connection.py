@@ -1,4 +1,4 @@
-"""How a Queue finds its server (DESIGN §6, "Connection").
+"""How a Queue finds its server (docs/design.md §6, "Connection").
 
 The first of these wins:
 
@@ -37,7 +37,6 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from echomq import transport
-from echomq.embedded import EmbeddedServer
 from echomq.errors import ServerError
 
 __all__ = [
@@ -91,6 +90,9 @@ def resolve_url(url: str | None = None) -> str:
     from_env = os.environ.get(URL_ENV, "").strip()
     if from_env:
         return from_env
+    # imported here: a process with a url never loads the embedded server's code
+    from echomq.embedded import EmbeddedServer
+
     return EmbeddedServer().ensure_running()
 
 

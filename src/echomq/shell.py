@@ -1,60 +1,97 @@
-"""What Queue and SyncQueue share: the constructor, the options and the engine.
+"""What Queue and SyncQueue share: the constructor, the options, the engine and the
+two factories that turn an engine method into a queue method.
 
-The two classes differ only in how they send a call (await or not); every
-option is declared once, here.
+A queue method is an engine method whose call is handed to the sender: the
+engine checks the input and builds the call (and how its reply updates the
+caller's Job), the sender sends it. So ``Queue.claim`` is
+``sends_async(Engine.claim)``: the same signature, documentation and checks,
+written once.
 """
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack
 
-from echomq import replication
+from echomq.call import Call
 from echomq.engine import Engine
-from echomq.options import Backoff, Ordering, QueueOptions
+from echomq.options import DEFAULT_DURABLE_TIMEOUT, QueueOptions, QueueSettings
+from echomq.sending import AsyncSender, SyncSender
 
-ClientT = TypeVar("ClientT")
+P = ParamSpec("P")
+T = TypeVar("T")
+SenderT = TypeVar("SenderT", AsyncSender, SyncSender)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class QueueShell(Generic[ClientT]):
-    """A named queue's settings and engine; subclasses add the I/O."""
+class QueueShell(Generic[SenderT]):
+    """A named queue's options, engine and sender; subclasses add the I/O style.
+
+    ``settings`` are the :class:`~echomq.options.QueueOptions` fields (ordering,
+    retention, backoff, …), declared with their defaults there, once.
+    """
+
+    sender: SenderT
 
     def __init__(
         self,
         name: str,
         url: str | None = None,
         *,
-        ordering: Ordering = "composite",
-        client: ClientT | None = None,
+        client: Any = None,
         durable: bool = False,
-        durable_timeout: float = replication.DEFAULT_TIMEOUT,
-        max_stalls: int = 1,
-        max_attempts: int = 3,
-        backoff: Backoff | None = None,
-        keep_completed: int = 1000,
-        keep_completed_age: float = 86_400.0,
-        keep_dead: int = 10_000,
-        keep_dead_age: float = 7 * 86_400.0,
-        max_payload: int = 512 * 1024,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
+        **settings: Unpack[QueueSettings],
     ) -> None:
-        options = QueueOptions(
-            ordering=ordering,
-            max_stalls=max_stalls,
-            max_attempts=max_attempts,
-            backoff=backoff or Backoff(),
-            keep_completed=keep_completed,
-            keep_completed_age=keep_completed_age,
-            keep_dead=keep_dead,
-            keep_dead_age=keep_dead_age,
-            max_payload=max_payload,
-        )
-        self.engine = Engine(name, options)
+        options = QueueOptions.from_settings(settings)
+        self.engine = Engine(name, options, durable=durable, durable_timeout=durable_timeout)
         self.name = name
-        self.url = url
-        self.durable = durable
-        self.durable_timeout = replication.check_timeout(durable_timeout)
-        self._client = client
-        self._owns_client = client is None
+        self.sender = self._make_sender(url, client, self.engine.check_format())
+
+    def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> SenderT:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str | None:
+        return self.sender.url
 
     @property
     def options(self) -> QueueOptions:
         return self.engine.options
+
+    @property
+    def durable(self) -> bool:
+        return self.engine.durable
+
+    @property
+    def durable_timeout(self) -> float:
+        return self.engine.durable_timeout
+
+
+def sends_async(
+    build: Callable[Concatenate[Engine, P], Call[T]],
+) -> Callable[Concatenate[QueueShell[AsyncSender], P], Coroutine[Any, Any, T]]:
+    """The asyncio queue method that sends what ``build`` (an Engine method) builds."""
+
+    async def method(self: QueueShell[AsyncSender], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.sender.send(build(self.engine, *args, **kwargs))
+
+    return _named_like(method, build)
+
+
+def sends(
+    build: Callable[Concatenate[Engine, P], Call[T]],
+) -> Callable[Concatenate[QueueShell[SyncSender], P], T]:
+    """The blocking queue method that sends what ``build`` (an Engine method) builds."""
+
+    def method(self: QueueShell[SyncSender], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.sender.send(build(self.engine, *args, **kwargs))
+
+    return _named_like(method, build)
+
+
+def _named_like(method: F, build: Callable[..., Any]) -> F:
+    method.__name__ = method.__qualname__ = build.__name__
+    method.__doc__ = build.__doc__
+    method.__wrapped__ = build  # type: ignore[attr-defined]  # help() shows its signature
+    return method

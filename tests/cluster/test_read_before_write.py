@@ -27,7 +27,7 @@ import pytest
 import redis
 
 from echomq import SyncQueue
-from echomq.engine import Call
+from echomq.call import Call
 from echomq.job import Job
 from localcluster import LocalCluster, cli_binary
 from servers import PrivateServer, server_binary
@@ -131,7 +131,7 @@ class Migration:
         # the target (ASKING: the target does not own the slot)
         with self.source.client() as s:
             s.execute_command("CLUSTER", "SETSLOT", self.slot, "STABLE")
-        conn = redis.Redis(
+        conn: Any = redis.Redis(
             port=self.target.port, decode_responses=True, single_connection_client=True
         )
         with conn:
@@ -193,8 +193,7 @@ def test_a_script_that_meets_a_moved_key_writes_nothing(
     cluster: LocalCluster, queue_name: str, name: str
 ) -> None:
     # maintenance prunes the completed job once it is past this age
-    options = {"keep_completed_age": 0.2} if name == "maintain" else {}
-    q = SyncQueue(queue_name, cluster.url, **options)
+    q = SyncQueue(queue_name, cluster.url, keep_completed_age=0.2 if name == "maintain" else 3600.0)
     try:
         busy = busy_queue(q)
         call, moved_key = SCENARIOS[name](busy)

@@ -255,7 +255,7 @@ class Lockstep:
             engine.new_job("job", len(self.ids) + i, priority=a.tier, group=a.group, delay=a.delay)
             for i, a in enumerate(items)
         ]
-        sent: list[str] = self.queue._send(engine.add_jobs(jobs[::-1]))
+        sent: list[str] = self.queue.sender.send(engine.add_jobs(jobs[::-1]))
         self._record(items[::-1], sent)
 
     def _record(self, items: Sequence[Add], new_ids: Sequence[str]) -> None:

@@ -211,7 +211,7 @@ async def run_demo(
         return run, elapsed, server
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        await drop_queue(queue)
+        await queue.drop()  # the demo's queue name is unique to this run
         await queue.close()
 
 
@@ -226,20 +226,6 @@ async def first_of(
     if running.done():
         running.result()  # raises the worker's error
         raise click.ClickException("the demo worker stopped before all jobs were done")
-
-
-async def drop_queue(queue: Queue) -> None:
-    """Delete every key of the demo's private queue (its name is unique to this run)."""
-    client = await queue.client()
-    pattern = queue.engine.keys.prefix + "*"
-    batch: list[str] = []
-    async for key in client.scan_iter(match=pattern, count=500):
-        batch.append(key)
-        if len(batch) >= 500:
-            await client.delete(*batch)
-            batch.clear()
-    if batch:
-        await client.delete(*batch)
 
 
 def share_table(run: DemoRun) -> Table:

@@ -31,9 +31,9 @@ from echomq.cli.common import (
     queue_options,
     watch_options,
 )
-from echomq.engine import LaneInfo, QueueStats
 from echomq.keys import lane_of
 from echomq.options import MAX_WEIGHT
+from echomq.reports import LaneInfo, QueueStats
 from echomq.sync import SyncQueue
 
 _STATE_NOTES = {"failed": "retry pending", "active": "leased by a worker"}

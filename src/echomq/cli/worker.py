@@ -14,22 +14,21 @@ import contextlib
 import importlib
 import logging
 import os
-import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from echomq import connection
 from echomq.cli.common import CONTEXT_SETTINGS, fail, open_queue, queue_options
-from echomq.engine import QueueStats
+from echomq.options import DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_LEASE, MAX_CLAIM
 from echomq.queue import Queue
+from echomq.reports import QueueStats
+from echomq.worker.supervisor import Supervisor
 
 if TYPE_CHECKING:  # the runtime import waits until a worker runs: it keeps `echomq` quick
     from echomq.worker import Worker
@@ -42,8 +41,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
 #: seconds beyond --grace a stopping worker process gets to release leases and exit.
 RELEASE_MARGIN = 10.0
-_QUICK_DEATH = 2.0  # a process that dies sooner than this is restarted with backoff …
-_RESTART_BACKOFF_MAX = 30.0  # … after 1 s, 2 s, 4 s, … up to this
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,121 +213,14 @@ async def run_one(settings: WorkerSettings, target: Any) -> None:
         await queue.close()
 
 
-# -- the supervisor -------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Slot:
-    """One supervised worker process and its restart history."""
-
-    index: int
-    process: subprocess.Popen[bytes] | None = None
-    started: float = 0.0
-    quick_deaths: int = 0
-    restart_at: float = 0.0
-    restarts: int = 0
-
-
-class Supervisor:
-    """Keeps N worker processes running; turns SIGINT/SIGTERM into one graceful stop of each."""
-
-    def __init__(self, settings: WorkerSettings, processes: int, url: str) -> None:
-        self.settings = settings
-        self.slots = [Slot(i) for i in range(processes)]
-        self.command = [sys.executable, "-m", "echomq.cli", "worker", *settings.child_args()]
-        self.env = {**os.environ, connection.URL_ENV: url, SUPERVISOR_ENV: str(os.getpid())}
-        self.stop_signal: int | None = None
-
-    def _spawn(self, slot: Slot) -> None:
-        # A session of its own: Ctrl-C reaches only the supervisor, which sends one SIGTERM
-        # (a worker takes a second signal as "stop at once").
-        slot.process = subprocess.Popen(self.command, env=self.env, start_new_session=True)
-        slot.started = time.monotonic()
-        log.info("worker process %d started (pid %d)", slot.index, slot.process.pid)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.stop_signal = self.stop_signal or signum
-
-    def _check(self, slot: Slot, now: float) -> None:
-        """Restart a process that exited; back off if it keeps dying at start."""
-        process = slot.process
-        if process is None:
-            if now >= slot.restart_at:
-                self._spawn(slot)
-            return
-        code = process.poll()
-        if code is None:
-            return
-        lived = now - slot.started
-        slot.quick_deaths = slot.quick_deaths + 1 if lived < _QUICK_DEATH else 0
-        delay = min(_RESTART_BACKOFF_MAX, 0.5 * 2**slot.quick_deaths) if slot.quick_deaths else 0
-        log.warning(
-            "worker process %d (pid %d) exited with %s after %.1f s; restarting in %.1f s",
-            slot.index,
-            process.pid,
-            code,
-            lived,
-            delay,
-        )
-        slot.process, slot.restart_at = None, now + delay
-        slot.restarts += 1
-
-    def _drain(self) -> int:
-        """Stop every process gracefully; kill the ones still running after the grace period."""
-        assert self.stop_signal is not None
-        log.info(
-            "%s: stopping %d worker processes gracefully",
-            signal.Signals(self.stop_signal).name,
-            len(self.slots),
-        )
-        live = [slot.process for slot in self.slots if slot.process is not None]
-        for process in live:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + self.settings.grace + RELEASE_MARGIN
-        worst = 0
-        for process in live:
-            try:
-                code = process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.error(
-                    "killing worker pid %d: still running after the grace period", process.pid
-                )
-                process.kill()
-                code = process.wait()
-            worst = max(worst, 0 if code in (0, -signal.SIGTERM) else 1)
-        return worst
-
-    def run(self, on_tick: Callable[[], None] | None = None) -> int:
-        """Supervise until SIGINT/SIGTERM; returns the exit status (0 if all drained cleanly)."""
-        previous = {
-            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            next_tick = time.monotonic() + 1.0
-            while self.stop_signal is None:
-                now = time.monotonic()
-                for slot in self.slots:
-                    self._check(slot, now)
-                if on_tick is not None and now >= next_tick:
-                    on_tick()
-                    next_tick = now + 1.0
-                time.sleep(0.1)
-            code = self._drain()
-            if on_tick is not None:
-                on_tick()  # the last status line, after every process has stopped
-            return code
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-
 def supervise(settings: WorkerSettings, processes: int) -> int:
     """Run ``processes`` worker processes on the queue until SIGINT/SIGTERM."""
     url = connection.resolve_url(settings.url)
     with open_queue(settings.queue, url) as q:
         q.stats()  # fail fast, once, if the server cannot be reached
-        supervisor = Supervisor(settings, processes, url)
+        command = [sys.executable, "-m", "echomq.cli", "worker", *settings.child_args()]
+        env = {**os.environ, connection.URL_ENV: url, SUPERVISOR_ENV: str(os.getpid())}
+        supervisor = Supervisor(command, env, processes, settings.grace + RELEASE_MARGIN)
         progress = ProgressLine()
 
         def tick() -> None:
@@ -348,15 +238,15 @@ def supervise(settings: WorkerSettings, processes: int) -> int:
 @click.option(
     "--concurrency",
     "-c",
-    type=click.IntRange(1, 10_000),
-    default=10,
+    type=click.IntRange(1, MAX_CLAIM),
+    default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="Jobs run at once per process.",
 )
 @click.option(
     "--lease",
     type=click.FloatRange(min=0.1),
-    default=30.0,
+    default=DEFAULT_LEASE,
     show_default=True,
     metavar="SECONDS",
     help="Lease per claimed job; heartbeats renew it.",
@@ -370,7 +260,7 @@ def supervise(settings: WorkerSettings, processes: int) -> int:
 @click.option(
     "--grace",
     type=click.FloatRange(min=0),
-    default=10.0,
+    default=DEFAULT_GRACE,
     show_default=True,
     metavar="SECONDS",
     help="On shutdown, how long in-flight jobs may still run.",

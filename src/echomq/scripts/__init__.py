@@ -1,8 +1,12 @@
 """The server-side scripts: one Lua file per transition, shared Lua in includes/.
 
-A line ``-- @include NAME`` is replaced by ``includes/NAME.lua`` when the
-script is loaded. Scripts are sent by SHA1 (EVALSHA); a server that does not
-know a script yet (first use, restart, failover) gets its source once.
+``NAME-N.lua`` takes N KEYS; its header lists every KEYS[i], ARGV[i] and
+return value. A line ``-- @include NAME`` is replaced by
+``includes/NAME.lua`` when the script is loaded, and every script starts
+with a line naming the stored format it was written for (echomq.storage),
+so scripts of two formats never share a SHA1. Scripts are sent by SHA1
+(EVALSHA); a server that does not know a script yet (first use, restart,
+failover) gets its source once (echomq.sending).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+
+from echomq.storage import FORMAT
 
 _CONSTANT = r"^local {name} = (\d+)"
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
@@ -36,6 +42,10 @@ def _expand(source: str) -> str:
     return _INCLUDE.sub(lambda m: _read(f"includes/{m.group(1)}.lua"), source)
 
 
+def _header() -> str:
+    return f"-- echomq stored format {FORMAT}\n"
+
+
 @cache
 def all_scripts() -> dict[str, Script]:
     """Every script of the package by name (``claim``, ``add``, …)."""
@@ -44,7 +54,7 @@ def all_scripts() -> dict[str, Script]:
         match = _FILE.match(entry.name)
         if match is None:
             continue
-        source = _expand(entry.read_text(encoding="utf-8"))
+        source = _header() + _expand(entry.read_text(encoding="utf-8"))
         sha = hashlib.sha1(source.encode()).hexdigest()
         found[match.group(1)] = Script(match.group(1), int(match.group(2)), source, sha)
     return found

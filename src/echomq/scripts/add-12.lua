@@ -18,6 +18,7 @@
 -- @include keys
 -- @include clock
 -- @include lanes
+-- @include format
 
 local requested = ARGV[7]
 local stored = redis.call("HGET", K_META, "o")
@@ -55,7 +56,7 @@ for i, job in ipairs(jobs) do
 end
 
 -- write phase
-if not stored then redis.call("HSET", K_META, "o", requested) end
+if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
 if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
 local created = 0

@@ -1,6 +1,6 @@
 -- claim: promote due jobs, return expired leases (each up to a fixed budget
 -- per call, earliest first: includes/time.lua), then lease up to n jobs in
--- the order of the weighted rotation (DESIGN §3).
+-- the order of the weighted rotation (docs/design.md §3).
 --
 -- KEYS: the twelve fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)

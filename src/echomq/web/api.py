@@ -32,6 +32,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from echomq.errors import InvalidOption, JobNotFound
+from echomq.job import LISTED_STATES
 from echomq.queue import Queue
 from echomq.score import encode
 from echomq.web import metrics, views
@@ -46,7 +47,7 @@ TIER_LANES = 50
 TIER_LIMIT = 16
 #: most dead jobs one "retry all" / "purge all" touches.
 BULK_LIMIT = 10_000
-JOB_STATES = ("waiting", "delayed", "failed", "active", "completed", "dead")
+JOB_STATES = LISTED_STATES
 
 
 @dataclass(slots=True)

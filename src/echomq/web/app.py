@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from echomq import connection
 from echomq.errors import EchoMQError, InvalidInput, JobNotFound, ServerError
 from echomq.keys import check_name
+from echomq.sending import AsyncSender
 from echomq.web.api import Dashboard, JSONResponse, routes
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog
 from echomq.web.metrics import ClaimLatency
@@ -125,8 +126,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         resolved = await asyncio.to_thread(connection.resolve_url, url)
-        client = connection.async_client(resolved)
-        registry = QueueRegistry(client, registry_names)
+        sender = AsyncSender(resolved, None, None)
+        registry = QueueRegistry(sender, registry_names)
         await registry.refresh()  # the page lists the queues from its first request
         throughput, latency = Throughput(history, interval), ClaimLatency()
         app.state.dashboard = Dashboard(
@@ -139,7 +140,7 @@ def create_app(
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
-            await client.aclose()
+            await sender.close()
 
     middleware = [Middleware(SecurityHeaders)]
     if allowed_hosts:

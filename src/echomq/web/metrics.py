@@ -28,8 +28,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from echomq.engine import QueueStats
 from echomq.job import Job
+from echomq.reports import QueueStats
 
 #: the ``lane`` label of the default lane (the CLI shows it the same way; no
 #: group can be named so, since parentheses are not allowed in names).

@@ -18,14 +18,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from redis.asyncio.cluster import ClusterNode, RedisCluster
-
-from echomq.connection import AsyncClient
 from echomq.errors import JobNotFound
-from echomq.keys import META_PATTERN, QueueKeys, check_name, queue_of_meta
+from echomq.keys import META_PATTERN, check_name, queue_of_meta
 from echomq.queue import Queue
+from echomq.sending import AsyncSender
+from echomq.sending.sender import Node
 
 T = TypeVar("T")
 
@@ -40,16 +39,14 @@ class UnknownQueue(JobNotFound):
     """A queue the dashboard does not show (not named at start, or not on the server)."""
 
 
-Node = ClusterNode | None  # None: the single server a plain client talks to
-
-
 class QueueRegistry:
-    """The shown queues, sharing one client; discovery by SCAN unless names were given."""
+    """The shown queues, sharing one sender's client; discovery by SCAN unless names
+    were given."""
 
     def __init__(
-        self, client: AsyncClient, names: Sequence[str] | None = None, rescan: float = 30.0
+        self, sender: AsyncSender, names: Sequence[str] | None = None, rescan: float = 30.0
     ) -> None:
-        self.client = client
+        self.sender = sender
         self.fixed = [check_name("queue", n) for n in names] if names else None
         self.rescan = rescan
         self._known: set[str] = set()
@@ -70,31 +67,12 @@ class QueueRegistry:
             await self._scan_round()
             self._scanned_at = time.monotonic()
 
-    async def _nodes(self) -> list[Node]:
-        """Every primary of a cluster (each holds its own keys), or the one server."""
-        if isinstance(self.client, RedisCluster):
-            await self.client.initialize()
-            return list(self.client.get_primaries())
-        return [None]
-
-    async def _scan_call(self, node: Node, cursor: int) -> tuple[int, list[str]]:
-        if node is None:
-            assert not isinstance(self.client, RedisCluster)
-            next_cursor, keys = await self.client.scan(cursor, match=META_PATTERN, count=SCAN_COUNT)
-            return int(next_cursor), [str(k) for k in keys]
-        # a cluster client answers ({node name: next cursor}, keys)
-        reply: Any = await self.client.scan(
-            cursor, match=META_PATTERN, count=SCAN_COUNT, target_nodes=node
-        )
-        cursors, keys = reply
-        return int(next(iter(cursors.values()))), [str(k) for k in keys]
-
     async def _scan_round(self) -> None:
         if not self._pending:
-            self._pending = [(node, 0) for node in await self._nodes()]
+            self._pending = [(node, 0) for node in await self.sender.nodes()]
         for _ in range(MAX_SCAN_CALLS):
             node, cursor = self._pending[0]
-            cursor, keys = await self._scan_call(node, cursor)
+            cursor, keys = await self.sender.scan_page(node, cursor, META_PATTERN, SCAN_COUNT)
             found = {q for q in map(queue_of_meta, keys) if q is not None}
             self._this_pass |= found
             self._known |= found
@@ -109,14 +87,15 @@ class QueueRegistry:
     async def get(self, name: str) -> Queue:
         """The Queue for ``name``; UnknownQueue if the dashboard does not show it."""
         check_name("queue", name)
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = Queue(name, client=await self.sender.client())
         if name not in self.names():
-            if self.fixed is not None or not await self.client.exists(QueueKeys(name).meta):
+            if self.fixed is not None or not await queue.exists():
                 raise UnknownQueue(f"queue {name!r} is not shown by this dashboard")
             self._known.add(name)
             self._this_pass.add(name)
-        queue = self._queues.get(name)
-        if queue is None:
-            queue = self._queues[name] = Queue(name, client=self.client)
+        self._queues[name] = queue
         return queue
 
 

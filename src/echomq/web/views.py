@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from echomq.engine import LaneInfo, QueueStats, TierCounts
 from echomq.job import Job
+from echomq.reports import LaneInfo, QueueStats, TierCounts
 from echomq.score import COUNTER_BITS, TIER_BITS, decode
 from echomq.web.metrics import lane_label
 

@@ -60,10 +60,9 @@ class CompletionBatcher:
         if not held:
             return
         try:
-            call = self._queue.engine.complete_many(
+            errors = await self._queue.complete_many(
                 [(job, text) for job, text, _ in held], encoded=True
             )
-            errors = await self._queue._send(call)
         except Exception as exc:  # the whole call failed: every caller sees it (and may retry)
             for _, _, future in held:
                 _settle(future, exc)

@@ -37,98 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 
-import redis.asyncio
-from redis.exceptions import NoScriptError
-
-from echomq.connection import AsyncClient, socket_timeout_of
-from echomq.engine import Call
 from echomq.job import Job
-from echomq.maintenance import Maintenance
 from echomq.queue import Queue
+from echomq.worker.maintenance import Maintenance
 from echomq.worker.resilience import TRANSIENT
 
 log = logging.getLogger("echomq.worker")
-
-#: margin between a BLPOP's own timeout and the guard around it (seconds).
-GUARD = 2.0
-#: longest BLPOP when the client has no socket timeout.
-MAX_BLOCK = 60.0
-#: a wait shorter than this is not worth a BLPOP (and BLPOP 0 blocks forever).
-MIN_BLOCK = 0.002
-#: how long a stop bell nobody popped is kept (milliseconds).
-STOP_BELL_TTL_MS = 10_000
-
-
-class Doorbell:
-    """The queue's wake list: wait for a ring and claim in the same round trip, or ring it."""
-
-    def __init__(self, queue: Queue, worker_id: str) -> None:
-        self._queue = queue
-        self.key = queue.engine.keys.wake
-        self.stop_key = queue.engine.keys.stop_bell(worker_id)
-
-    async def wait_and_claim(
-        self, timeout: float, claim: Call[list[Job]]
-    ) -> tuple[str | None, list[Job]]:
-        """Block up to ``timeout`` seconds (capped below the socket timeout) on the
-        doorbell and this worker's stop bell, then run ``claim``.
-
-        Returns (the key that woke the wait, or None on timeout; the claimed jobs).
-        On a single server the BLPOP and the claim go in one pipeline: the server
-        runs the claim the moment the BLPOP returns, which saves the worker a
-        round trip between a ring and its first job. A cluster client sends
-        them one after the other.
-        """
-        client = await self._queue.client()
-        block = min(timeout, _longest_block(client))
-        block = max(MIN_BLOCK, math.ceil(block * 1000) / 1000)
-        keys = [self.stop_key, self.key]
-        async with asyncio.timeout(block + GUARD):
-            if isinstance(client, redis.asyncio.Redis):
-                async with client.pipeline(transaction=False) as pipe:
-                    pipe.blpop(keys, timeout=block)
-                    pipe.execute_command(*claim.wire())
-                    popped, reply = await pipe.execute(raise_on_error=False)
-                if isinstance(popped, Exception):
-                    raise popped
-                if isinstance(reply, NoScriptError):  # the script is not loaded there yet
-                    jobs = await self._queue._send(claim)
-                elif isinstance(reply, Exception):
-                    raise reply
-                else:
-                    jobs = claim.parse(reply)
-            else:
-                popped = await client.blpop(keys, timeout=block)
-                jobs = await self._queue._send(claim)
-        return (None if popped is None else str(popped[0])), jobs
-
-    async def ring(self) -> None:
-        """Wake one idle worker (the list keeps one element, like the scripts' ring)."""
-        client = await self._queue.client()
-        async with client.pipeline(transaction=True) as pipe:
-            pipe.lpush(self.key, "1")
-            pipe.ltrim(self.key, 0, 0)
-            await pipe.execute()
-
-    async def interrupt(self) -> None:
-        """End this worker's own wait at once (a stopping worker); the pushed
-        element expires on its own should nobody pop it."""
-        client = await self._queue.client()
-        async with client.pipeline(transaction=True) as pipe:
-            pipe.lpush(self.stop_key, "1")
-            pipe.pexpire(self.stop_key, STOP_BELL_TTL_MS)
-            await pipe.execute()
-
-
-def _longest_block(client: AsyncClient) -> float:
-    """The longest BLPOP that ends before the client's socket timeout would cut it."""
-    socket_timeout = socket_timeout_of(client)  # a cluster client has no single pool
-    if not socket_timeout:
-        return MAX_BLOCK
-    limit = float(socket_timeout)
-    return min(MAX_BLOCK, limit - 1.0 if limit >= 2.0 else limit / 2)
 
 
 class Fetcher:
@@ -140,7 +55,7 @@ class Fetcher:
         self._queue = queue
         self._lease = lease
         self._maintenance = maintenance
-        self.doorbell = Doorbell(queue, worker_id)
+        self._worker_id = worker_id
         self.idle = False  # True while blocked on the doorbell
         self._rung = True  # the last wait ended by a ring (start: know nothing yet)
 
@@ -164,21 +79,22 @@ class Fetcher:
         self._rung = False
         # delayed jobs need no timeout here: maintenance promotes them at their
         # fire time and the promotion rings the doorbell
-        timeout = max(MIN_BLOCK, self._maintenance.interval)
-        claim = self._queue.engine.claim(free, self._lease)
         self.idle = True
         try:
-            woke_by, jobs = await self.doorbell.wait_and_claim(timeout, claim)
+            woke_by, jobs = await self._queue.wait_and_claim(
+                self._worker_id, self._maintenance.interval, free, self._lease
+            )
         finally:
             self.idle = False
-        self._rung = woke_by == self.doorbell.key
-        if len(jobs) == free and woke_by != self.doorbell.stop_key:
+        self._rung = woke_by == "ring"
+        if len(jobs) == free and woke_by != "stop":
             try:
-                await self.doorbell.ring()
+                await self._queue.ring()
             except TRANSIENT as exc:  # the claimed jobs matter more than the ring
                 log.warning("queue %s: could not ring the doorbell: %s", self._queue.name, exc)
         return jobs
 
     async def interrupt(self) -> None:
-        """Make a wait in progress return now (see Doorbell.interrupt)."""
-        await self.doorbell.interrupt()
+        """Make a wait in progress return now: ring this worker's own stop bell (a
+        cancelled wait could have claimed jobs nobody would see)."""
+        await self._queue.ring_stop_bell(self._worker_id)

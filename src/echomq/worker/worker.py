@@ -6,7 +6,7 @@ One ``run()`` is a session of four cooperating parts:
   and sleeps on the queue's doorbell when there is no work;
 - one :class:`~echomq.worker.executor.Execution` per claimed job;
 - the heartbeat (:mod:`.leases`): renews all in-flight leases in one call;
-- maintenance (:mod:`echomq.maintenance`): promote, reap, prune.
+- maintenance (:mod:`echomq.worker.maintenance`): promote, reap, prune.
 
 Shutdown (SIGINT/SIGTERM or ``stop()``): stop claiming, let running jobs
 finish for up to ``grace`` seconds (their leases still renewed), then cancel
@@ -28,8 +28,15 @@ from typing import TypeVar
 
 from echomq.errors import InvalidOption, JobNotFound, LeaseLost
 from echomq.job import Job
-from echomq.maintenance import Maintenance
-from echomq.options import MAX_CLAIM, MAX_LEASE, check_int, check_seconds
+from echomq.options import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_GRACE,
+    DEFAULT_LEASE,
+    MAX_CLAIM,
+    MAX_LEASE,
+    check_int,
+    check_seconds,
+)
 from echomq.queue import Queue
 from echomq.worker.completions import CompletionBatcher
 from echomq.worker.executor import (
@@ -43,6 +50,7 @@ from echomq.worker.executor import (
 )
 from echomq.worker.fetcher import Fetcher
 from echomq.worker.leases import Heartbeat
+from echomq.worker.maintenance import Maintenance
 from echomq.worker.resilience import TRANSIENT, Pauses
 from echomq.worker.threads import DaemonThreads
 
@@ -58,7 +66,7 @@ MAX_DEFAULT_MAINTENANCE = 5.0
 
 
 class Worker:
-    """Runs the jobs of one queue with async or sync handlers (DESIGN §6).
+    """Runs the jobs of one queue with async or sync handlers (docs/design.md §6).
 
     ``handlers`` maps job names to callables taking a :class:`Job`; ``async
     def`` handlers run on the event loop, others on threads. A handler's
@@ -79,10 +87,10 @@ class Worker:
         queue: Queue,
         handlers: Mapping[str, Handler],
         *,
-        concurrency: int = 10,
-        lease: float = 30.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        lease: float = DEFAULT_LEASE,
         timeout: float | None = None,
-        grace: float = 10.0,
+        grace: float = DEFAULT_GRACE,
         heartbeat: float | None = None,
         on_completed: Hook | None = None,
         on_failed: Hook | None = None,

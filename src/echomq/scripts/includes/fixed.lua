@@ -1,7 +1,7 @@
 -- The twelve fixed keys every script receives, in keys.QueueKeys.fixed() order,
 -- and the option block every script receives first in ARGV.
 --
--- KEYS[1]  meta       hash: o (ordering), paused, w (waiting count),
+-- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
 --                      added / completed / failed (running totals)
 -- KEYS[2]  counter    string: arrival counter (composite ordering)
 -- KEYS[3]  ring       list: lanes with waiting jobs, head first

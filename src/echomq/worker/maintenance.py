@@ -18,8 +18,8 @@ import logging
 import random
 import time
 
-from echomq.engine import MaintenanceReport
 from echomq.queue import Queue
+from echomq.reports import MaintenanceReport
 from echomq.worker.resilience import TRANSIENT, Pauses
 
 log = logging.getLogger("echomq.maintenance")
@@ -83,9 +83,9 @@ class Maintenance:
         """Seconds until the next run: the period, or just past the next fire time;
         at once while the last run left expired leases behind (it reaps a budget)."""
         report = self.report
-        if report is not None and report.next_deadline is not None:
-            if report.next_deadline <= report.server_time:
-                return 0.0
+        deadline = None if report is None else report.next_deadline
+        if report is not None and deadline is not None and deadline <= report.server_time:
+            return 0.0
         fire_in = self.next_fire_in()
         due_in = self.due_in()
         return due_in if fire_in is None else min(due_in, fire_in + FIRE_MARGIN)

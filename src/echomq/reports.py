@@ -1,0 +1,69 @@
+"""What read operations return: queue statistics, lanes, tiers and maintenance reports.
+
+Plain frozen dataclasses with no I/O, shared by the queues, the CLI and the
+dashboard (the engine builds them from the server's replies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class LaneInfo:
+    """One lane of the ring, as ``lanes()`` reports it."""
+
+    group: str | None
+    position: int
+    weight: int
+    backlog: int
+    served: int
+    turn_left: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """Counts by state and waiting jobs by lane (``None`` is the default lane)."""
+
+    queue: str
+    counts: dict[str, int]
+    lanes: dict[str | None, int]
+    ring_length: int
+    paused: bool
+    ordering: str
+    counter: int
+    totals: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "counts": dict(self.counts),
+            "lanes": {("" if k is None else k): v for k, v in self.lanes.items()},
+            "ring_length": self.ring_length,
+            "paused": self.paused,
+            "ordering": self.ordering,
+            "counter": self.counter,
+            "totals": dict(self.totals),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TierCounts:
+    """Waiting jobs of one lane by tier; ``more`` when higher tiers were left out."""
+
+    counts: dict[int, int]
+    more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReport:
+    """What one maintenance pass did, and when the next timed event is due."""
+
+    promoted: int
+    reaped: int
+    pruned: int
+    next_fire: datetime | None
+    next_deadline: datetime | None
+    server_time: datetime

@@ -1,0 +1,224 @@
+"""The senders: the only objects that talk to the server.
+
+An :class:`AsyncSender` (asyncio) or :class:`SyncSender` (blocking) owns one
+client and sends :class:`~echomq.call.Call` objects over it:
+
+- a script by EVALSHA, and by EVAL after NOSCRIPT (first use on a server, a
+  restart, a failover);
+- a durable call with ``WAIT`` on the same connection (:mod:`.durable`);
+- a blocking wait and the call that follows it in one pipeline
+  (:meth:`AsyncSender.send_after`, the worker's doorbell);
+- on a cluster, every call goes to the primary of the queue's slot (the
+  cluster client routes by the first key).
+
+The first use of a client also sends the queue's greeting call (the stored
+format check, :mod:`echomq.storage`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any, Generic, TypeVar
+
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+from redis.exceptions import NoScriptError
+
+from echomq import connection
+from echomq.call import Call
+from echomq.connection import AsyncClient, SyncClient
+from echomq.sending import durable, pipelines
+
+T = TypeVar("T")
+U = TypeVar("U")
+ClientT = TypeVar("ClientT")
+
+#: a cluster primary to scan, or None for the single server a plain client talks to.
+Node = redis.asyncio.cluster.ClusterNode | None
+SyncNode = redis.cluster.ClusterNode | None
+
+#: margin between a blocking command's own timeout and the guard around it (seconds).
+GUARD = 2.0
+#: longest block when the client has no socket timeout.
+MAX_BLOCK = 60.0
+
+
+class _Sender(Generic[ClientT]):
+    """What both senders hold: the url, the client (maybe given) and the greeting."""
+
+    def __init__(self, url: str | None, client: ClientT | None, greeting: Call[Any] | None) -> None:
+        self.url = url
+        self._client = client
+        self._owns_client = client is None
+        self._greeting = greeting
+
+    def longest_block(self) -> float:
+        """The longest block (BLPOP) that ends before the client's socket timeout
+        would cut it (the client must exist)."""
+        assert self._client is not None, "connect first"
+        socket_timeout = connection.socket_timeout_of(self._client)  # type: ignore[arg-type]
+        if not socket_timeout:
+            return MAX_BLOCK
+        return min(MAX_BLOCK, socket_timeout - 1.0 if socket_timeout >= 2.0 else socket_timeout / 2)
+
+
+class AsyncSender(_Sender[AsyncClient]):
+    """Sends calls with a ``redis.asyncio`` client or cluster client.
+
+    redis-py's asyncio connections belong to the event loop that opened them,
+    so a client the sender made itself is made per event loop: a Queue can be
+    used from one ``asyncio.run`` after another. The client of a loop is
+    closed when that loop shuts down its async generators (``asyncio.run``
+    does, before it closes the loop), or by :meth:`close`.
+    """
+
+    def __init__(
+        self, url: str | None, client: AsyncClient | None, greeting: Call[Any] | None
+    ) -> None:
+        super().__init__(url, client, greeting)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
+
+    async def client(self) -> AsyncClient:
+        """The client, connecting (and starting the embedded server) on first use."""
+        loop = asyncio.get_running_loop()
+        if self._owns_client and self._loop is not loop:
+            self._client = None  # the last loop's client is closed with that loop
+        if self._client is None:
+            made = await asyncio.to_thread(connection.async_client, self.url)
+            if self._client is None:
+                self._client, self._loop = made, loop
+                self._closer = self._close_with_loop(made)
+                await anext(self._closer)
+            else:  # another task's first use won the race; keep one pool
+                await made.aclose()
+        if self._greeting is not None:
+            await self._execute(self._client, self._greeting)
+            self._greeting = None
+        return self._client
+
+    async def _close_with_loop(self, client: AsyncClient) -> AsyncGenerator[None, None]:
+        """Suspended until its loop finalises it (or close() does): then closes ``client``."""
+        try:
+            yield
+        finally:
+            if self._client is client:
+                self._client = None
+            await client.aclose()
+
+    async def send(self, call: Call[T]) -> T:
+        """Send one call and parse its reply."""
+        client = await self.client()
+        if call.durable is not None:
+            return await durable.send_async(client, call)
+        return await self._execute(client, call)
+
+    @staticmethod
+    async def _execute(client: AsyncClient, call: Call[T]) -> T:
+        try:
+            reply = await client.execute_command(*call.wire())
+        except NoScriptError:
+            reply = await client.execute_command(*call.wire(by_sha=False))
+        return call.parse(reply)
+
+    async def send_after(self, wait: Call[T], then: Call[U]) -> tuple[T, U]:
+        """Send a blocking ``wait`` and, as soon as it returns, ``then``.
+
+        On a single server both go in one pipeline: the server runs ``then``
+        the moment the wait ends, which saves a round trip. A cluster client
+        sends them one after the other. The pair is bounded by the wait's own
+        timeout plus GUARD, so a dropped connection surfaces as an error.
+        """
+        client = await self.client()
+        async with asyncio.timeout((wait.blocks or 0.0) + GUARD):
+            if isinstance(client, redis.asyncio.Redis):
+                on_client = pipelines.on_async_client(client)
+                first, second = await pipelines.send_async(on_client, [wait, then])
+                return wait.parse(pipelines.raised(first)), then.parse(pipelines.raised(second))
+            woke = await self._execute(client, wait)
+            return woke, await self._execute(client, then)
+
+    async def nodes(self) -> list[Node]:
+        """Every primary of a cluster (each holds its own keys), or [None] for one server."""
+        client = await self.client()
+        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+            await client.initialize()
+            return list(client.get_primaries())
+        return [None]
+
+    async def scan_page(
+        self, node: Node, cursor: int, match: str, count: int
+    ) -> tuple[int, list[str]]:
+        """One SCAN call on ``node`` (None: the single server): the next cursor
+        (0 at the end) and the keys found. The caller bounds the walk."""
+        client = await self.client()
+        if node is None:
+            assert not isinstance(client, redis.asyncio.cluster.RedisCluster)
+            next_cursor, keys = await client.scan(cursor, match=match, count=count)
+            return int(next_cursor), [str(k) for k in keys]
+        # a cluster client answers ({node name: next cursor}, keys)
+        reply: Any = await client.scan(cursor, match=match, count=count, target_nodes=node)
+        cursors, keys = reply
+        return int(next(iter(cursors.values()))), [str(k) for k in keys]
+
+    async def close(self) -> None:
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            await closer.aclose()  # closes the client this sender made
+        self._client = None
+
+
+class SyncSender(_Sender[SyncClient]):
+    """Sends calls with a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client."""
+
+    def client(self) -> SyncClient:
+        """The client, connecting (and starting the embedded server) on first use."""
+        if self._client is None:
+            self._client = connection.sync_client(self.url)
+        if self._greeting is not None:
+            self._execute(self._client, self._greeting)
+            self._greeting = None
+        return self._client
+
+    def send(self, call: Call[T]) -> T:
+        """Send one call and parse its reply."""
+        client = self.client()
+        if call.durable is not None:
+            return durable.send(client, call)
+        return self._execute(client, call)
+
+    @staticmethod
+    def _execute(client: SyncClient, call: Call[T]) -> T:
+        try:
+            reply = client.execute_command(*call.wire())  # type: ignore[no-untyped-call]
+        except NoScriptError:
+            reply = client.execute_command(*call.wire(by_sha=False))  # type: ignore[no-untyped-call]
+        return call.parse(reply)
+
+    def nodes(self) -> list[SyncNode]:
+        """Every primary of a cluster (each holds its own keys), or [None] for one server."""
+        client = self.client()
+        if isinstance(client, redis.cluster.RedisCluster):
+            return list(client.get_primaries())  # type: ignore[no-untyped-call]
+        return [None]
+
+    def scan_page(
+        self, node: SyncNode, cursor: int, match: str, count: int
+    ) -> tuple[int, list[str]]:
+        """One SCAN call on ``node`` (None: the single server): the next cursor
+        (0 at the end) and the keys found. The caller bounds the walk."""
+        client = self.client()
+        if node is None:
+            assert not isinstance(client, redis.cluster.RedisCluster)
+            next_cursor, keys = client.scan(cursor, match=match, count=count)
+            return int(next_cursor), [str(k) for k in keys]
+        reply: Any = client.scan(cursor, match=match, count=count, target_nodes=node)
+        cursors, keys = reply
+        return int(next(iter(cursors.values()))), [str(k) for k in keys]
+
+    def close(self) -> None:
+        if self._client is not None and self._owns_client:
+            self._client.close()
+        self._client = None
