@@ -38,11 +38,11 @@ for i, job in ipairs(jobs) do
   if key ~= "" then
     existing = key_owner[key]
     if not existing then
-      existing = redis.call("GET", idem_key(key))
-      if existing and redis.call("EXISTS", job_key(existing)) == 0 then existing = nil end
+      existing = read_key("GET", idem_key(key))
+      if existing and read_key("EXISTS", job_key(existing)) == 0 then existing = nil end
     end
   end
-  if not existing and (created_ids[id] or redis.call("EXISTS", job_key(id)) == 1) then
+  if not existing and (created_ids[id] or read_key("EXISTS", job_key(id)) == 1) then
     existing = id
   end
   if existing then

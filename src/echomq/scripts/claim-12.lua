@@ -59,7 +59,7 @@ end
 
 -- The ids at ranks first..first+count-1 of a lane merged with its entering jobs.
 local function merged_range(lk, incoming, first, count)
-  local real = redis.call("ZRANGE", lk, 0, first + count - 1, "WITHSCORES")
+  local real = read_key("ZRANGE", lk, 0, first + count - 1, "WITHSCORES")
   local out, r, p = {}, 1, 1
   incoming = incoming or {}
   while #out < first + count do
@@ -88,7 +88,7 @@ local function foresee_claim(due, expired)
   local ring = redis.call("LRANGE", K_RING, 0, n)
   local ring_len = real_len
   for _, lane in ipairs(joining) do
-    if redis.call("EXISTS", lane_key(lane)) == 0 then
+    if read_key("EXISTS", lane_key(lane)) == 0 then
       ring_len = ring_len + 1
       if real_len <= n + 1 then ring[#ring + 1] = lane end
     end
@@ -102,7 +102,7 @@ local function foresee_claim(due, expired)
     local lk = lane_key(lane)
     if not weights[lane] then
       weights[lane] = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
-      size[lane] = redis.call("ZCARD", lk) + #(entries[lane] or {})
+      size[lane] = read_key("ZCARD", lk) + #(entries[lane] or {})
       taken[lane] = 0
     end
     local weight = weights[lane]
@@ -110,7 +110,9 @@ local function foresee_claim(due, expired)
     local take = remaining
     if ring_len > 1 and left < take then take = left end
     local ids = merged_range(lk, entries[lane], taken[lane], take)
-    for _, id in ipairs(ids) do redis.call("EXISTS", job_key(id)) end
+    for _, id in ipairs(ids) do
+      if read_key("EXISTS", job_key(id)) == 0 then missing_job(id) end
+    end
     local got = #ids
     taken[lane] = taken[lane] + got
     remaining = remaining - got

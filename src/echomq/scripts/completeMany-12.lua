@@ -31,7 +31,7 @@ for i, item in ipairs(items) do
   else
     local jk, key_or_err = check_lease(id, token, now)
     if jk then
-      if key_or_err then redis.call("EXISTS", idem_key(key_or_err)) end
+      if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
       done_ids[#done_ids + 1] = id
       done_idem[#done_idem + 1] = {jk, key_or_err, item[3]}
       out[i] = now

@@ -30,11 +30,11 @@ if not jk then
   if done then return {done[1], done[1] == "failed" and done[4] or done[3]} end
   return key_or_err
 end
-local f = redis.call("HMGET", jk, "a", "m")
+local f = read_key("HMGET", jk, "a", "m")
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
 local victims = {}
 if not retry then
-  if key_or_err then redis.call("EXISTS", idem_key(key_or_err)) end
+  if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
 -- write phase

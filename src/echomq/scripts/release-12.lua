@@ -23,7 +23,7 @@ local now = now_ms()
 -- read phase: the lease, the job's lane and place
 local jk, key_or_err = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
-local f = redis.call("HMGET", jk, "g", "sc", "a")
+local f = read_key("HMGET", jk, "g", "sc", "a")
 read_lane({}, f[1])
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)

@@ -14,12 +14,12 @@
 
 local id = ARGV[7]
 -- read phase: the job, its lane and its idempotency key
-local f = redis.call("HMGET", job_key(id), "s", "g")
+local f = read_key("HMGET", job_key(id), "s", "g")
 if not f[1] then return 0 end
 f[2] = f[2] or ""  -- the default lane is not stored
 local lk = lane_key(f[2])
 local lane_size = 0
-if f[1] == "waiting" then lane_size = redis.call("ZCARD", lk) end
+if f[1] == "waiting" then lane_size = read_key("ZCARD", lk) end
 local idem = read_idem(id)
 -- write phase
 if f[1] == "waiting" and redis.call("ZREM", lk, id) == 1 then

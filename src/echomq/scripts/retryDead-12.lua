@@ -22,8 +22,9 @@ local moved, fields, seen, lanes = {}, {}, {}, {}
 for _, id in ipairs(ids) do
   if not seen[id] and redis.call("ZSCORE", K_DEAD, id) then
     seen[id] = true
-    local f = redis.call("HMGET", job_key(id), "p", "g", "k")
-    if f[3] then redis.call("EXISTS", idem_key(f[3])) end
+    local f = read_key("HMGET", job_key(id), "p", "g", "k")
+    if not f[1] then missing_job(id) end
+    if f[3] then read_key("EXISTS", idem_key(f[3])) end
     read_lane(lanes, f[2])
     moved[#moved + 1] = id
     fields[#fields + 1] = f

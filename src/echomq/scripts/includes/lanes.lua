@@ -34,7 +34,7 @@ local function read_lane(seen, lane)
   lane = lane or ""
   if not seen[lane] then
     seen[lane] = true
-    redis.call("EXISTS", lane_key(lane))
+    read_key("EXISTS", lane_key(lane))
   end
 end
 

@@ -44,7 +44,7 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding)
       for i = 1, math.min(newer, #sorted) do victims[#victims + 1] = sorted[i] end
     end
   end
-  for _, id in ipairs(victims) do redis.call("EXISTS", job_key(id)) end
+  for _, id in ipairs(victims) do read_key("EXISTS", job_key(id)) end
   return victims
 end
 
@@ -62,9 +62,11 @@ end
 
 -- Read a job's idempotency key and whether it still names the job (for drop_job).
 local function read_idem(id)
-  local key = redis.call("HGET", job_key(id), "k")
+  local f = read_key("HMGET", job_key(id), "s", "k")
+  if not f[1] then missing_job(id) end
+  local key = f[2]
   if not key then return false end
-  return {key = key, owned = redis.call("GET", idem_key(key)) == id}
+  return {key = key, owned = read_key("GET", idem_key(key)) == id}
 end
 
 -- Delete one job's hash and its idempotency key if it still names the job;

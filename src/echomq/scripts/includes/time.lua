@@ -18,7 +18,8 @@ local function read_due(now)
   local fields, lanes = {}, {}
   local order = ordering()
   for i, id in ipairs(due) do
-    local f = redis.call("HMGET", job_key(id), "p", "g")
+    local f = read_key("HMGET", job_key(id), "p", "g")
+    if not f[1] then missing_job(id) end
     fields[i] = f
     read_lane(lanes, f[2])
   end
@@ -74,8 +75,9 @@ local function read_expired(now, prune_dead)
   local fields, lanes = {}, {}
   local buried = {}
   for i, id in ipairs(expired) do
-    local f = redis.call("HMGET", job_key(id), "s", "st", "g", "sc", "k")
-    if f[5] then redis.call("EXISTS", idem_key(f[5])) end
+    local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k")
+    if not f[1] then missing_job(id) end
+    if f[5] then read_key("EXISTS", idem_key(f[5])) end
     read_lane(lanes, f[3])
     fields[i] = f
     if f[1] and (tonumber(f[2]) or 0) + 1 > OPT.max_stalls then buried[#buried + 1] = id end
