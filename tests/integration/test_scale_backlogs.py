@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from echomq import SyncQueue
+from echomq import Job, SyncQueue
 from servers import KINDS, PrivateServer, ServerFactory
 
 pytestmark = pytest.mark.slow
@@ -76,8 +76,11 @@ def start_measuring(server: PrivateServer) -> None:
 
 def test_200k_due_delayed_jobs_drain_in_fire_order(server: PrivateServer) -> None:
     with SyncQueue("backlog-delayed", server.url) as q:
-        fire = datetime.now(UTC) + timedelta(seconds=2 + DELAYED / 40_000)
-        fill(q, DELAYED, run_at=fire)
+        fire = datetime.now(UTC)
+        for start in range(0, DELAYED, BATCH):
+            # each batch fires 3 s after it is added: fire order is add order
+            fire = datetime.now(UTC) + timedelta(seconds=3)
+            q.add_many([{"name": "j", "data": start + i, "run_at": fire} for i in range(BATCH)])
         assert q.stats().counts["delayed"] == DELAYED
         wait_until(lambda: datetime.now(UTC) > fire + timedelta(milliseconds=300), 60)
         start_measuring(server)
@@ -89,11 +92,12 @@ def test_200k_due_delayed_jobs_drain_in_fire_order(server: PrivateServer) -> Non
 def test_100k_expired_leases_drain_at_their_old_places(server: PrivateServer) -> None:
     with SyncQueue("backlog-expired", server.url, max_stalls=5) as q:
         fill(q, EXPIRED)
-        leased = 0
-        while leased < EXPIRED:
-            leased += len(q.claim(BATCH, lease=2.0 + EXPIRED / 50_000))
-        last_deadline = q.jobs("active", offset=EXPIRED - 1, count=1)[0].lease_deadline
-        assert last_deadline is not None
+        leased: list[Job] = []
+        while len(leased) < EXPIRED:
+            # a lease long enough that none expires while the others are claimed
+            leased += q.claim(BATCH, lease=10.0)
+        assert q.stats().counts["active"] == EXPIRED
+        last_deadline = max(job.lease_deadline for job in leased if job.lease_deadline)
         wait_until(lambda: datetime.now(UTC) > last_deadline + timedelta(milliseconds=300), 60)
         start_measuring(server)
         served = drain(q)
