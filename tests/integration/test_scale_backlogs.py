@@ -1,11 +1,11 @@
 """Huge backlogs of background work: every job served once, in order, no call long.
 
-Issue 13's cases at full size on a private server of each kind: 200,000
-delayed jobs all due at once, and 100,000 expired leases, each drained with
-``claim(50)``. The server's SLOWLOG must show no script call over 250 ms (the
+Issue 13's cases at half their size (CI time) on a private server of each
+kind: 100,000 due delayed jobs and 50,000 expired leases, each drained with
+``claim(50)`` (benchmarks/scale_latency.py runs the full sizes). The server's SLOWLOG must show no script call over 250 ms (the
 target, measured by benchmarks/scale_latency.py, is 10 ms; the bound here is
 generous so a busy machine does not fail it). Before bounded promotion and
-reaping, the first claim of the delayed case alone took about 4 s.
+reaping, the first claim of 200,000 due jobs alone took about 4 s.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import pytest
 from echomq import Job, SyncQueue
 from servers import KINDS, PrivateServer, ServerFactory
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 #: the bound on one script call, in microseconds (SLOWLOG's unit)
 CALL_BOUND_US = 250_000
 BATCH = 10_000
-DELAYED = 200_000
-EXPIRED = 100_000
+DELAYED = 100_000
+EXPIRED = 50_000
 
 
 def fill(q: SyncQueue, count: int, **options: object) -> None:
@@ -106,13 +106,9 @@ def test_100k_expired_leases_drain_at_their_old_places(server: PrivateServer) ->
 
 
 def test_the_slowlog_check_sees_a_slow_script(server: PrivateServer) -> None:
-    """The bound above can fail: a 300 ms script is found."""
+    """The bound above can fail: a script that runs long is found (TIME is frozen
+    inside a script on Valkey, so it burns CPU: 10^8 Lua additions)."""
     start_measuring(server)
-    with server.client() as client:
-        client.eval(
-            "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] "
-            "repeat local n = redis.call('TIME') until n[1] * 1e6 + n[2] - s > 300000 "
-            "return 1",
-            0,
-        )
+    with server.client(socket_timeout=60.0) as client:
+        client.eval("local x = 0 for i = 1, 1e8 do x = x + i end return 1", 0)
     assert slowest_script_us(server) > CALL_BOUND_US
