@@ -203,9 +203,7 @@ class LocalCluster:
         with source.client(socket_timeout=10.0) as s:
             s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
             while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch):
-                s.execute_command(
-                    "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys
-                )
+                s.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
                 moved += len(keys)
                 if pause:
                     time.sleep(pause)
@@ -225,8 +223,9 @@ class LocalCluster:
                 "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot, "NODE", self.node_id(target)
             )
         self.wait_for(
-            lambda: (owner := self.primary_for_slot(slot)) is not None
-            and owner.port == target.port,
+            lambda: (
+                (owner := self.primary_for_slot(slot)) is not None and owner.port == target.port
+            ),
             timeout,
             f"slot {slot} to move to {target!r}",
         )

@@ -2,10 +2,11 @@
 
 Issue 13's cases at half their size (CI time) on a private server of each
 kind: 100,000 due delayed jobs and 50,000 expired leases, each drained with
-``claim(50)`` (benchmarks/scale_latency.py runs the full sizes). The server's SLOWLOG must show no script call over 250 ms (the
-target, measured by benchmarks/scale_latency.py, is 10 ms; the bound here is
-generous so a busy machine does not fail it). Before bounded promotion and
-reaping, the first claim of 200,000 due jobs alone took about 4 s.
+``claim(50)`` (benchmarks/scale_latency.py runs the full sizes). The server's
+SLOWLOG must show no script call over 250 ms (the target, measured by the
+benchmark, is 10 ms; the bound here is generous so a busy machine does not
+fail it). Before bounded promotion and reaping, the first claim of 200,000
+due jobs alone took about 4 s.
 """
 
 from __future__ import annotations
