@@ -8,14 +8,16 @@ where the last stopped, so nothing is skipped, reordered or handled twice.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import redis
 
-from echomq import SyncQueue
+from echomq import Queue, SyncQueue
 from echomq.scripts import budget
+from echomq.worker.maintenance import Maintenance
 
 TIMED = budget("time", "TIMED_BUDGET")
 PRUNE = budget("retention", "PRUNE_BUDGET")
@@ -118,3 +120,25 @@ def test_finished_jobs_are_pruned_at_most_the_budget_per_set_and_call(
     pruner = make_sync(keep_completed=0, keep_completed_age=0)
     assert [pruner.maintain().pruned for _ in range(3)] == [PRUNE, PRUNE, 5]
     assert pruner.stats().counts["completed"] == 0
+
+
+async def test_worker_maintenance_runs_again_at_once_while_leases_are_left_expired(
+    backend_url: str, queue_name: str
+) -> None:
+    q = Queue(queue_name, backend_url, max_stalls=5)
+    try:
+        count = TIMED + 3
+        await q.add_many([{"name": "j", "data": i} for i in range(count)])
+        jobs = await q.claim(count, lease=0.3)
+        last = max(job.lease_deadline for job in jobs if job.lease_deadline is not None)
+        deadline = time.monotonic() + DEADLINE
+        while datetime.now(UTC) < last + timedelta(milliseconds=300):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        maintenance = Maintenance(q, interval=60.0)
+        assert (await maintenance.run_once()).reaped == TIMED
+        assert maintenance.next_run_in() == 0.0  # a backlog is left: at once
+        assert (await maintenance.run_once()).reaped == 3
+        assert maintenance.next_run_in() > 30.0  # nothing left: the period
+    finally:
+        await q.close()
