@@ -57,25 +57,27 @@ local function lane_entries(due, expired)
   return entries, order
 end
 
--- The ids at ranks first..first+count-1 of a lane merged with its entering jobs.
-local function merged_range(lk, incoming, first, count)
-  local real = read_key("ZRANGE", lk, 0, first + count - 1, "WITHSCORES")
-  local out, r, p = {}, 1, 1
-  incoming = incoming or {}
-  while #out < first + count do
+-- The next ``count`` ids of a lane merged with the jobs entering it in this
+-- call, from where the previous call on the same cursor stopped. A cursor is
+-- {lane key, entering jobs, real entries taken, entering jobs taken}.
+local function take_next(cursor, count)
+  local lk, incoming = cursor[1], cursor[2]
+  local real = read_key("ZRANGE", lk, cursor[3], cursor[3] + count - 1, "WITHSCORES")
+  local ids, r = {}, 1
+  while #ids < count do
+    local p = cursor[4] + 1
     local rs, ps = real[r + 1] and tonumber(real[r + 1]), incoming[p] and incoming[p][1]
     if rs and (not ps or rs < ps or (rs == ps and real[r] < incoming[p][2])) then
-      out[#out + 1] = real[r]
+      ids[#ids + 1] = real[r]
       r = r + 2
+      cursor[3] = cursor[3] + 1
     elseif ps then
-      out[#out + 1] = incoming[p][2]
-      p = p + 1
+      ids[#ids + 1] = incoming[p][2]
+      cursor[4] = p
     else
       break
     end
   end
-  local ids = {}
-  for i = first + 1, #out do ids[#ids + 1] = out[i] end
   return ids
 end
 
@@ -95,7 +97,7 @@ local function foresee_claim(due, expired)
   end
   local turn = redis.call("HMGET", K_TURN, "lane", "left")
   local turn_lane, left = turn[1], tonumber(turn[2])
-  local taken, size, weights = {}, {}, {}
+  local taken, size, weights, cursors = {}, {}, {}, {}
   local remaining, at = n, 1
   while remaining > 0 and ring_len > 0 and ring[at] do
     local lane = ring[at]
@@ -104,12 +106,13 @@ local function foresee_claim(due, expired)
       weights[lane] = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
       size[lane] = read_key("ZCARD", lk) + #(entries[lane] or {})
       taken[lane] = 0
+      cursors[lane] = {lk, entries[lane] or {}, 0, 0}
     end
     local weight = weights[lane]
     if lane ~= turn_lane or not left then turn_lane, left = lane, weight end
     local take = remaining
     if ring_len > 1 and left < take then take = left end
-    local ids = merged_range(lk, entries[lane], taken[lane], take)
+    local ids = take_next(cursors[lane], take)
     for _, id in ipairs(ids) do
       if read_key("EXISTS", job_key(id)) == 0 then missing_job(id) end
     end
