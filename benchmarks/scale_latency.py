@@ -141,7 +141,7 @@ def drain(q: SyncQueue, total: int, add_every: int) -> tuple[int, bool]:
     served: list[int] = []
     claims = 0
     extra = total
-    while batch := q.claim(CLAIM):
+    while batch := q.claim(CLAIM, lease=3600.0):  # no lease expires during the drain
         claims += 1
         served += [job.data for job in batch]
         if add_every and claims % add_every == 0:
