@@ -44,7 +44,7 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> None:
 
 def drain(q: SyncQueue) -> list[int]:
     served: list[int] = []
-    while batch := q.claim(50):
+    while batch := q.claim(50, lease=3600.0):  # no lease expires during the drain
         served += [job.data for job in batch]
     return served
 
