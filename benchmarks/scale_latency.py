@@ -115,10 +115,12 @@ def make_expired(q: SyncQueue, raw: redis.Redis, count: int) -> None:
 
 
 def make_near_limit(q: SyncQueue, raw: redis.Redis, count: int) -> None:
-    """``count`` waiting jobs with counters ending 10 below 2^32: the drain's 10th
-    add runs the counter out."""
-    raw.set(q.engine.keys.counter, score.MAX_COUNTER - count - 10)
+    """``count`` waiting jobs, then the counter 10 below 2^32 (as after four
+    billion arrivals without the queue ever going idle): the drain's 11th add
+    runs the counter out. (Set before the fill, the counter would be re-based
+    by the first add into the empty queue.)"""
     fill(q, count)
+    raw.set(q.engine.keys.counter, score.MAX_COUNTER - 10)
 
 
 CASES: dict[str, tuple[int, Callable[[SyncQueue, redis.Redis, int], None]]] = {
