@@ -5,7 +5,7 @@
 -- time / lease deadline first, so no call runs long however many are due; the
 -- next claim or maintenance run goes on where this one stopped (the due or
 -- expired jobs left over are still the lowest scores of their set).
-local TIMED_BUDGET = 500
+local TIMED_BUDGET = 250
 
 -- The due delayed jobs this call will promote, oldest fire time first, with
 -- their hashes read (read before write: nothing is written here).
