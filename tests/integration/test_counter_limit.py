@@ -9,14 +9,20 @@ from echomq import SyncQueue, score
 
 
 def test_order_holds_across_counter_exhaustion(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    # one job waits before the counter nears the limit: the queue is never idle,
+    # so the counter is renumbered, not re-based
+    before = [sq.add("j", 0, priority=0, group="a")]
     redis_client.set(sq.engine.keys.counter, score.MAX_COUNTER - 2)
-    # tier 1 first: a renumbering that sorted by whole score, not counter, would swap them
-    before = [sq.add("j", i, priority=(i + 1) % 2, group="a") for i in range(3)]
-    # the third add passed the limit and renumbered; these go on from there
+    before += [sq.add("j", i, priority=i % 2, group="a") for i in range(1, 3)]
+    at_limit = sq.get(before[2])
+    assert at_limit is not None and score.decode(at_limit.score).counter == score.MAX_COUNTER
+    # the counter is now at the limit: the next adds force a renumbering
     after = [sq.add("j", 10 + i, priority=i % 2, group=("a" if i % 2 else None)) for i in range(4)]
     every = [sq.get(i) for i in before + after]
     assert all(j is not None and score.decode(j.score).counter <= score.MAX_COUNTER for j in every)
     assert int(redis_client.get(sq.engine.keys.counter) or 0) < 100
+    # the jobs that took counters near the limit were renumbered, not left there
+    assert all(score.decode(j.score).counter < 100 for j in every if j is not None)
     lane_a = [j for j in sq.jobs("waiting", group="a")]
     default = [j for j in sq.jobs("waiting")]
     # within a lane, (tier, arrival) order is the order the jobs were added in
@@ -32,8 +38,8 @@ def test_order_holds_across_counter_exhaustion(sq: SyncQueue, redis_client: redi
 def test_a_stalled_job_keeps_its_place_through_a_renumbering(
     sq: SyncQueue, redis_client: redis.Redis
 ) -> None:
-    redis_client.set(sq.engine.keys.counter, score.MAX_COUNTER - 2)
     first = sq.add("j", "first")
+    redis_client.set(sq.engine.keys.counter, score.MAX_COUNTER - 2)
     [job] = sq.claim(1, lease=0.05)  # active while the counter runs out
     second = sq.add("j", "second")
     third = sq.add("j", "third")  # forces the renumbering
@@ -41,6 +47,24 @@ def test_a_stalled_job_keeps_its_place_through_a_renumbering(
     assert job.id == first and job.lease_deadline is not None
     wait_past(sq.client(), job.lease_deadline)
     assert [j.id for j in sq.claim(4)] == [first, second, third, fourth]
+
+
+def test_an_idle_queue_past_2_to_the_31_starts_its_counter_again(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    half = 2**31
+    redis_client.set(sq.engine.keys.counter, half + 5)
+    first = sq.add("j")  # nothing waiting, nothing active: re-based
+    assert int(redis_client.get(sq.engine.keys.counter) or 0) == 1
+    redis_client.set(sq.engine.keys.counter, half + 5)
+    second = sq.add("j")  # the first job waits: no re-base
+    assert int(redis_client.get(sq.engine.keys.counter) or 0) == half + 6
+    [claimed] = sq.claim(1)
+    assert claimed.id == first
+    redis_client.set(sq.engine.keys.counter, half + 5)
+    sq.add("j")  # the first job is active: no re-base either
+    assert int(redis_client.get(sq.engine.keys.counter) or 0) == half + 6
+    assert sq.claim(5)[0].id == second
 
 
 def test_counter_exhaustion_with_an_empty_queue_rebases(

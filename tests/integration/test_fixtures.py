@@ -30,7 +30,7 @@ def test_backend_answers_on_a_private_port(backend: PrivateServer, backend_url: 
 
 
 def test_backend_runs_the_expected_version(backend: PrivateServer) -> None:
-    expected = {"valkey": "8.1.", "redis": "7.", "cluster": "8.1."}[backend.kind]
+    expected = {"valkey": "8.1.", "redis": "7.", "valkey9": "9.1.", "cluster": "8.1."}[backend.kind]
     assert backend.version().startswith(expected)
     with backend.client() as client:
         assert ("valkey_version" in client.info("server")) == (backend.kind != "redis")

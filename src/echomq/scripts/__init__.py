@@ -19,6 +19,7 @@ from pathlib import Path
 
 from echomq.storage import FORMAT
 
+_CONSTANT = r"^local {name} = (\d+)"
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _FILE = re.compile(r"^(\w+)-(\d+)\.lua$")
 
@@ -81,3 +82,11 @@ def all_scripts() -> dict[str, Script]:
 def include_source(name: str) -> str:
     """The text of one include (tests run includes on their own)."""
     return _read(f"includes/{name}.lua")
+
+
+def budget(include: str, name: str) -> int:
+    """A numeric ``local NAME = N`` of an include (the work budgets the tests check)."""
+    match = re.search(_CONSTANT.format(name=re.escape(name)), include_source(include), re.M)
+    if match is None:
+        raise KeyError(f"includes/{include}.lua defines no number {name}")
+    return int(match.group(1))

@@ -22,30 +22,47 @@
 
 local requested = ARGV[7]
 local stored = redis.call("HGET", K_META, "o")
-if not stored then
-  redis.call("HSET", K_META, "o", requested, "v", FORMAT)
-elseif stored ~= requested then
-  return E_ORDERING
-end
+if stored and stored ~= requested then return E_ORDERING end
 
 local now = now_ms()
 local created_at = fmt(now)
 local jobs = cjson.decode(ARGV[8])
--- a batch takes its counters with one write; a lone job INCRs (arrival_score)
-if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
+
+-- read phase: every idempotency key, job hash and lane the batch touches
 local ids = {}
-local created = 0
+local key_owner, created_ids = {}, {}   -- what earlier jobs of this batch create
+local lanes = {}
 for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
   local existing = nil
   if key ~= "" then
-    existing = redis.call("GET", idem_key(key))
-    if existing and redis.call("EXISTS", job_key(existing)) == 0 then existing = nil end
+    existing = key_owner[key]
+    if not existing then
+      existing = read_key("GET", idem_key(key))
+      if existing and read_key("EXISTS", job_key(existing)) == 0 then existing = nil end
+    end
   end
-  if not existing and redis.call("EXISTS", job_key(id)) == 1 then existing = id end
+  if not existing and (created_ids[id] or read_key("EXISTS", job_key(id)) == 1) then
+    existing = id
+  end
   if existing then
     ids[i] = existing
   else
+    ids[i] = false   -- created below
+    created_ids[id] = true
+    if key ~= "" then key_owner[key] = id end
+    read_lane(lanes, job[5])
+  end
+end
+
+-- write phase
+if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
+-- a batch takes its counters with one write; a lone job INCRs (arrival_score)
+if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
+local created = 0
+for i, job in ipairs(jobs) do
+  if not ids[i] then
+    local id, key = job[1], job[9]
     local tier, lane, delay, run_at = job[4], job[5], job[6], job[7]
     local fire = -1
     if run_at >= 0 then fire = run_at elseif delay > 0 then fire = now + delay end

@@ -1,4 +1,5 @@
--- claim: promote due jobs, return expired leases, then lease up to n jobs in
+-- claim: promote due jobs, return expired leases (each up to a fixed budget
+-- per call, earliest first: includes/time.lua), then lease up to n jobs in
 -- the order of the weighted rotation (docs/design.md §3).
 --
 -- KEYS: the twelve fixed keys (includes/fixed.lua)
@@ -23,11 +24,130 @@
 -- @include time
 
 local n, lease_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+-- Read before write: run the rotation below on what the lanes will hold
+-- once this call's promotions and returned leases are in, without writing,
+-- and read the hash of every job it would lease. A job hash that is not on
+-- this server (a slot being migrated) then stops the script before anything
+-- is written. Reads only; a claim that cannot be foreseen exactly (the
+-- counter runs out during the promotion) skips it.
+local function lane_entries(due, expired)
+  local entries = {}         -- lane -> {{score, id}, ...} entering this call
+  local order = {}           -- lanes in the order their first entry comes
+  local function put(lane, id, score)
+    lane = lane or ""
+    if not entries[lane] then
+      entries[lane] = {}
+      order[#order + 1] = lane
+    end
+    local list = entries[lane]
+    list[#list + 1] = {tonumber(score), id}
+  end
+  for i, id in ipairs(due.ids) do
+    local f = due.fields[i]
+    if f[1] then put(f[2], id, due.scores[i]) end
+  end
+  for i, id in ipairs(expired.ids) do
+    local f = expired.fields[i]
+    if f[1] and (tonumber(f[2]) or 0) + 1 <= OPT.max_stalls then put(f[3], id, f[4]) end
+  end
+  for _, list in pairs(entries) do
+    table.sort(list, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+  end
+  return entries, order
+end
+
+-- The next ``count`` ids of a lane merged with the jobs entering it in this
+-- call, from where the previous call on the same cursor stopped. A cursor is
+-- {lane key, entering jobs, real entries taken, entering jobs taken}.
+local function take_next(cursor, count)
+  local lk, incoming = cursor[1], cursor[2]
+  local real = read_key("ZRANGE", lk, cursor[3], cursor[3] + count - 1, "WITHSCORES")
+  local ids, r = {}, 1
+  while #ids < count do
+    local p = cursor[4] + 1
+    local rs, ps = real[r + 1] and tonumber(real[r + 1]), incoming[p] and incoming[p][1]
+    if rs and (not ps or rs < ps or (rs == ps and real[r] < incoming[p][2])) then
+      ids[#ids + 1] = real[r]
+      r = r + 2
+      cursor[3] = cursor[3] + 1
+    elseif ps then
+      ids[#ids + 1] = incoming[p][2]
+      cursor[4] = p
+    else
+      break
+    end
+  end
+  return ids
+end
+
+local function foresee_claim(due, expired)
+  if #due.ids > 0 and not due.scores then return end
+  local entries, joining = lane_entries(due, expired)
+  -- the ring's first n + 1 lanes are all a claim of n can reach (each turn
+  -- takes a job or drops a lane); lanes that join this call go to its tail
+  local real_len = redis.call("LLEN", K_RING)
+  local ring = redis.call("LRANGE", K_RING, 0, n)
+  local ring_len = real_len
+  for _, lane in ipairs(joining) do
+    if read_key("EXISTS", lane_key(lane)) == 0 then
+      ring_len = ring_len + 1
+      if real_len <= n + 1 then ring[#ring + 1] = lane end
+    end
+  end
+  local turn = redis.call("HMGET", K_TURN, "lane", "left")
+  local turn_lane, left = turn[1], tonumber(turn[2])
+  local taken, size, weights, cursors = {}, {}, {}, {}
+  local remaining, at = n, 1
+  while remaining > 0 and ring_len > 0 and ring[at] do
+    local lane = ring[at]
+    local lk = lane_key(lane)
+    if not weights[lane] then
+      weights[lane] = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
+      size[lane] = read_key("ZCARD", lk) + #(entries[lane] or {})
+      taken[lane] = 0
+      cursors[lane] = {lk, entries[lane] or {}, 0, 0}
+    end
+    local weight = weights[lane]
+    if lane ~= turn_lane or not left then turn_lane, left = lane, weight end
+    local take = remaining
+    if ring_len > 1 and left < take then take = left end
+    local ids = take_next(cursors[lane], take)
+    for _, id in ipairs(ids) do
+      if read_key("EXISTS", job_key(id)) == 0 then missing_job(id) end
+    end
+    local got = #ids
+    taken[lane] = taken[lane] + got
+    remaining = remaining - got
+    at = at + 1
+    if got < take or taken[lane] >= size[lane] then
+      ring_len = ring_len - 1
+      turn_lane, left = false, nil
+    elseif got < left then
+      left = left - got
+      at = at - 1
+    else
+      local beyond = (got - left) % weight
+      if ring_len > 1 then
+        ring[#ring + 1] = lane
+      else
+        at = at - 1
+      end
+      if ring_len == 1 and beyond > 0 then left = weight - beyond else turn_lane, left = false, nil end
+    end
+  end
+end
 local now = now_ms()
-promote_due(now)
-reap_expired(now)
+-- promote due jobs and return expired leases, at most a budget of each
+-- (includes/time.lua), both read before the first write
+local due = read_due(now)
+local expired = read_expired(now, false)
+local paused = redis.call("HGET", K_META, "paused") == "1"
+if not paused then foresee_claim(due, expired) end
+promote(due)
+reap(expired, now)
 flush_lanes()
-if redis.call("HGET", K_META, "paused") == "1" then
+if paused then
   flush_waiting()
   return {}
 end

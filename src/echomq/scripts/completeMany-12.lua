@@ -19,29 +19,44 @@
 
 local now = now_ms()
 local stamp = fmt(now)
+local items = cjson.decode(ARGV[7])
+-- read phase: every job, its idempotency key and the pruning, before any write
 local out = {}
-local done_ids, done_pairs = {}, {}
-for _, item in ipairs(cjson.decode(ARGV[7])) do
+local done_ids, done_idem = {}, {}
+local first_of = {}
+for i, item in ipairs(items) do
   local id, token = item[1], item[2]
-  local jk, key_or_err = check_lease(id, token, now)
-  if jk then
-    redis.call("HSET", jk, "s", "completed", "r", item[3], "f", stamp)
-    expire_idem(key_or_err, OPT.keep_completed_ms)
-    done_ids[#done_ids + 1] = id
-    done_pairs[#done_pairs + 1] = stamp
-    done_pairs[#done_pairs + 1] = id
-    out[#out + 1] = now
+  if first_of[id] then
+    out[i] = first_of[id]  -- the same job twice in one call: answered as the first
   else
-    -- a retried call whose first reply was lost: the same lease already completed it
-    local done = key_or_err == E_LEASE_LOST and finished_by(id, token, {completed = true})
-    out[#out + 1] = done and tonumber(done[3]) or key_or_err
+    local jk, key_or_err = check_lease(id, token, now)
+    if jk then
+      if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+      done_ids[#done_ids + 1] = id
+      done_idem[#done_idem + 1] = {jk, key_or_err, item[3]}
+      out[i] = now
+    else
+      -- a retried call whose first reply was lost: the same lease already completed it
+      local done = key_or_err == E_LEASE_LOST and finished_by(id, token, {completed = true})
+      out[i] = done and tonumber(done[3]) or key_or_err
+    end
+    first_of[id] = out[i]
   end
 end
-if #done_ids > 0 then
-  call_chunked("ZREM", K_ACTIVE, done_ids, 1)
-  call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
-  redis.call("HINCRBY", K_META, "completed", #done_ids)
-  redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
-  prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+if #done_ids == 0 then return out end
+local victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now, done_ids)
+-- write phase
+local done_pairs = {}
+for i, id in ipairs(done_ids) do
+  local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
+  redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
+  expire_idem(key, OPT.keep_completed_ms)
+  done_pairs[#done_pairs + 1] = stamp
+  done_pairs[#done_pairs + 1] = id
 end
+call_chunked("ZREM", K_ACTIVE, done_ids, 1)
+call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
+redis.call("HINCRBY", K_META, "completed", #done_ids)
+redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
+apply_prune(K_COMPLETED, victims)
 return out

@@ -16,18 +16,21 @@
 
 local now = now_ms()
 local deadline = fmt(now + tonumber(ARGV[7]))
+-- read phase: every lease
 local out = {}
-local renewed = {}
+local keys = {}
 for i = 8, #ARGV, 2 do
-  local id = ARGV[i]
-  local jk, key_or_err = check_lease(id, ARGV[i + 1], now)
+  local jk, key_or_err = check_lease(ARGV[i], ARGV[i + 1], now)
+  keys[#keys + 1] = jk or false
+  out[#out + 1] = jk and deadline or key_or_err
+end
+-- write phase
+local renewed = {}
+for i, jk in ipairs(keys) do
   if jk then
     redis.call("HSET", jk, "l", deadline)
     renewed[#renewed + 1] = deadline
-    renewed[#renewed + 1] = id
-    out[#out + 1] = deadline
-  else
-    out[#out + 1] = key_or_err
+    renewed[#renewed + 1] = ARGV[6 + 2 * i]
   end
 end
 -- every renewed job passed check_lease, so it is in the active set already

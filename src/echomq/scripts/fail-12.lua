@@ -22,6 +22,7 @@
 
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
+-- read phase: the job, its idempotency key and (if it dies) the pruning
 local jk, key_or_err = check_lease(id, ARGV[8], now)
 if not jk then
   -- a retried call whose first reply was lost: the same lease already failed it
@@ -29,18 +30,27 @@ if not jk then
   if done then return {done[1], done[1] == "failed" and done[4] or done[3]} end
   return key_or_err
 end
+local f = read_key("HMGET", jk, "a", "m")
+local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
+local victims = {}
+if not retry then
+  if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+  victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
+end
+-- write phase
 redis.call("ZREM", K_ACTIVE, id)
-redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10])
 redis.call("HINCRBY", K_META, "failed", 1)
 redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
-local f = redis.call("HMGET", jk, "a", "m")
-if delay >= 0 and tonumber(f[1]) < tonumber(f[2]) then
+if retry then
   local fire = fmt(now + delay)
   ring_if_earliest(fire)
-  redis.call("HSET", jk, "s", "failed", "at", fire)
+  redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)
   return {"failed", fire}
 end
-bury(id, now, nil)
+redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
+expire_idem(key_or_err, OPT.keep_dead_ms)
+redis.call("ZADD", K_DEAD, fmt(now), id)
+apply_prune(K_DEAD, victims)
 return {"dead", fmt(now)}

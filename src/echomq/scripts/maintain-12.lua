@@ -1,5 +1,7 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
--- promote due delayed jobs, return expired leases, prune finished jobs.
+-- promote due delayed jobs, return expired leases, prune finished jobs, each
+-- at most a fixed budget per call (includes/time.lua, retention.lua); a
+-- next_fire or next_deadline at or before now_ms says more is due at once.
 --
 -- KEYS: the twelve fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -13,10 +15,13 @@
 -- @include time
 
 local now = now_ms()
-local promoted = promote_due(now)
-local reaped = reap_expired(now)
-local pruned = prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
-  + prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now)
+-- read everything this call will touch before its first write
+local due = read_due(now)
+local expired = read_expired(now, true)  -- plans the dead set's pruning too
+local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+local promoted = promote(due)
+local reaped = reap(expired, now)
+local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 flush_waiting()
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")

@@ -16,11 +16,16 @@ for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
 if #ids == 0 then
   ids = redis.call("ZRANGE", K_DEAD, 0, tonumber(ARGV[7]) - 1)
 end
-local purged = {}
+-- read phase: which ids are dead, and their idempotency keys
+local victims, idems, seen = {}, {}, {}
 for _, id in ipairs(ids) do
-  if redis.call("ZREM", K_DEAD, id) == 1 then
-    drop_job(id)
-    purged[#purged + 1] = id
+  if not seen[id] and redis.call("ZSCORE", K_DEAD, id) then
+    seen[id] = true
+    victims[#victims + 1] = id
+    idems[#idems + 1] = read_idem(id)
   end
 end
-return purged
+-- write phase
+if #victims > 0 then call_chunked("ZREM", K_DEAD, victims, 1) end
+for i, id in ipairs(victims) do drop_job(id, idems[i]) end
+return victims

@@ -20,10 +20,13 @@
 
 local id = ARGV[7]
 local now = now_ms()
+-- read phase: the lease, the job's lane and place
 local jk, key_or_err = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
+local f = read_key("HMGET", jk, "g", "sc", "a")
+read_lane({}, f[1])
+-- write phase
 redis.call("ZREM", K_ACTIVE, id)
-local f = redis.call("HMGET", jk, "g", "sc", "a")
 if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end
 redis.call("HSET", jk, "s", "waiting")
 enter_lane(f[1], id, f[2])

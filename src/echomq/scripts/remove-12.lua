@@ -13,20 +13,22 @@
 -- @include retention
 
 local id = ARGV[7]
-local jk = job_key(id)
-local f = redis.call("HMGET", jk, "s", "g")
+-- read phase: the job, its lane and its idempotency key
+local f = read_key("HMGET", job_key(id), "s", "g")
 if not f[1] then return 0 end
 f[2] = f[2] or ""  -- the default lane is not stored
-if f[1] == "waiting" then
-  local lk = lane_key(f[2])
-  if redis.call("ZREM", lk, id) == 1 then
-    waiting_delta = waiting_delta - 1
-    if redis.call("ZCARD", lk) == 0 then leave_ring(f[2]) end
-  end
+local lk = lane_key(f[2])
+local lane_size = 0
+if f[1] == "waiting" then lane_size = read_key("ZCARD", lk) end
+local idem = read_idem(id)
+-- write phase
+if f[1] == "waiting" and redis.call("ZREM", lk, id) == 1 then
+  waiting_delta = waiting_delta - 1
+  if lane_size == 1 then leave_ring(f[2]) end
 end
 for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD}) do
   redis.call("ZREM", zkey, id)
 end
-drop_job(id)
+drop_job(id, idem)
 flush_waiting()
 return 1

@@ -17,18 +17,30 @@ if #ids == 0 then
   ids = redis.call("ZRANGE", K_DEAD, 0, tonumber(ARGV[7]) - 1)
 end
 local order = ordering()
-local moved = {}
+-- read phase: which ids are dead, their hashes, idempotency keys and lanes
+local moved, fields, seen, lanes = {}, {}, {}, {}
 for _, id in ipairs(ids) do
-  if redis.call("ZREM", K_DEAD, id) == 1 then
-    local jk = job_key(id)
-    local f = redis.call("HMGET", jk, "p", "g", "k")
-    local score = fmt(arrival_score(order, tonumber(f[1])))
-    redis.call("HSET", jk, "s", "waiting", "sc", score, "a", 0, "st", 0)
-    redis.call("HDEL", jk, "f", "at")
-    if f[3] then redis.call("PERSIST", idem_key(f[3])) end
-    enter_lane(f[2], id, score)
+  if not seen[id] and redis.call("ZSCORE", K_DEAD, id) then
+    seen[id] = true
+    local f = read_key("HMGET", job_key(id), "p", "g", "k")
+    if not f[1] then missing_job(id) end
+    if f[3] then read_key("EXISTS", idem_key(f[3])) end
+    read_lane(lanes, f[2])
     moved[#moved + 1] = id
+    fields[#fields + 1] = f
   end
+end
+-- write phase
+if #moved == 0 then return moved end
+call_chunked("ZREM", K_DEAD, moved, 1)
+if order ~= "mint" and #moved > 1 then reserve_arrivals(#moved) end
+for i, id in ipairs(moved) do
+  local jk, f = job_key(id), fields[i]
+  local score = fmt(arrival_score(order, tonumber(f[1])))
+  redis.call("HSET", jk, "s", "waiting", "sc", score, "a", 0, "st", 0)
+  redis.call("HDEL", jk, "f", "at")
+  if f[3] then redis.call("PERSIST", idem_key(f[3])) end
+  enter_lane(f[2], id, score)
 end
 flush_waiting()
 return moved

@@ -80,7 +80,12 @@ class Maintenance:
         return ahead - (time.monotonic() - self._sent_at)
 
     def next_run_in(self) -> float:
-        """Seconds until the next run: the period, or just past the next fire time."""
+        """Seconds until the next run: the period, or just past the next fire time;
+        at once while the last run left expired leases behind (it reaps a budget)."""
+        report = self.report
+        deadline = None if report is None else report.next_deadline
+        if report is not None and deadline is not None and deadline <= report.server_time:
+            return 0.0
         fire_in = self.next_fire_in()
         due_in = self.due_in()
         return due_in if fire_in is None else min(due_in, fire_in + FIRE_MARGIN)

@@ -1,6 +1,24 @@
 -- The twelve fixed keys every script receives, in keys.QueueKeys.fixed() order,
 -- and the option block every script receives first in ARGV.
 --
+-- Conventions every script follows:
+-- * Read before write. A script reads every key it will touch (the fixed
+--   keys, and the data-dependent job, lane and idempotency keys built in
+--   includes/keys.lua) before its first write: a read phase plans the whole
+--   call, a write phase carries it out. During a key-by-key slot migration a
+--   key that has already moved stops the script with "non local key" while
+--   nothing is written yet, so the queue is as it was and the client can try
+--   again. (The fixed keys are declared in KEYS: while any of them is missing
+--   from a migrating slot the server answers TRYAGAIN before the script runs.)
+--   tests/cluster/test_read_before_write.py checks every writing script.
+-- * Bounded work. Work the caller did not ask for (promotion, reaping,
+--   pruning) is done at most a fixed budget per call (TIMED_BUDGET in
+--   includes/time.lua, PRUNE_BUDGET in includes/retention.lua), earliest
+--   first; the next call goes on. Work the caller sized (claim(n), add_many)
+--   is proportional to that size. One exception is left: renumber()
+--   (includes/lanes.lua), the last resort when the arrival counter runs out
+--   (docs/ordering.md), rewrites every waiting and active job in one call.
+--
 -- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
 --                      added / completed / failed (running totals)
 -- KEYS[2]  counter    string: arrival counter (composite ordering)

@@ -27,6 +27,17 @@ local function enter_lane(lane, id, score)
   waiting_delta = waiting_delta + 1
 end
 
+-- Read a lane's key once per call before the first write (read before
+-- write: a lane that is not on this server stops the script here). ``seen``
+-- is the call's set of lanes read so far.
+local function read_lane(seen, lane)
+  lane = lane or ""
+  if not seen[lane] then
+    seen[lane] = true
+    read_key("EXISTS", lane_key(lane))
+  end
+end
+
 -- Write the buffered jobs; a lane that was empty joins the ring's tail.
 local function flush_lanes()
   for _, lane in ipairs(pending_order) do
@@ -106,11 +117,22 @@ end
 -- Counters reserved by reserve_arrivals and not yet handed out: next..last.
 local reserved_next, reserved_last = 1, 0
 
+-- Past REBASE_AT, a queue with no waiting and no active job (and none about
+-- to enter a lane in this call) starts its counter again from 0: no job can
+-- come back at an old score, so the order needs no renumbering.
+local REBASE_AT = 2147483648        -- 2^31
+local function rebased(cur)
+  if cur <= REBASE_AT or waiting_delta ~= 0 or #pending_order > 0 then return cur end
+  if tonumber(redis.call("HGET", K_META, "w") or "0") > 0 then return cur end
+  if redis.call("ZCARD", K_ACTIVE) > 0 then return cur end
+  return 0
+end
+
 -- Take k arrival counters with one write (a batch of adds); counters that end
 -- up unused leave gaps, which keep the order. Renumbers first if k would pass
 -- the limit.
 local function reserve_arrivals(k)
-  local cur = tonumber(redis.call("GET", K_COUNTER) or "0")
+  local cur = rebased(tonumber(redis.call("GET", K_COUNTER) or "0"))
   if cur + k > MAX_COUNTER then cur = renumber() end
   redis.call("SET", K_COUNTER, cur + k)
   reserved_next, reserved_last = cur + 1, cur + k
@@ -124,9 +146,23 @@ local function arrival_score(order, tier)
     return tier * TIER_UNIT + reserved_next - 1
   end
   local c = redis.call("INCR", K_COUNTER)
-  if c > MAX_COUNTER then
+  if c > REBASE_AT and rebased(c) == 0 then
+    c = 1
+    redis.call("SET", K_COUNTER, c)
+  elseif c > MAX_COUNTER then
     c = renumber() + 1
     redis.call("SET", K_COUNTER, c)
   end
   return tier * TIER_UNIT + c
+end
+
+-- The lane scores the next k arrivals of this call would get, if that is
+-- known without writing (mint, or a composite counter with room left and no
+-- rebase due), else nil. Reads only; reserve_arrivals(k) then hands out
+-- exactly these.
+local function foresee_arrivals(order, k)
+  if order == "mint" then return 0 end
+  local cur = tonumber(redis.call("GET", K_COUNTER) or "0")
+  if cur > REBASE_AT or cur + k > MAX_COUNTER then return nil end
+  return cur
 end

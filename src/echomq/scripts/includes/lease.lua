@@ -4,8 +4,11 @@
 -- expired by the server clock.
 local function check_lease(id, token, now)
   local jk = job_key(id)
-  local f = redis.call("HMGET", jk, "s", "cl", "l", "k")
-  if not f[1] then return nil, E_NOT_FOUND end
+  local f = read_key("HMGET", jk, "s", "cl", "l", "k")
+  if not f[1] then
+    if redis.call("ZSCORE", K_ACTIVE, id) then missing_job(id) end
+    return nil, E_NOT_FOUND
+  end
   if f[1] ~= "active" or f[2] ~= token or tonumber(f[3]) <= now then
     return nil, E_LEASE_LOST
   end
@@ -15,7 +18,7 @@ end
 -- A retry of a call whose reply was lost: the job was already finished by
 -- this very lease (same token). Returns the job's fields {state, time} or nil.
 local function finished_by(id, token, states)
-  local f = redis.call("HMGET", job_key(id), "s", "cl", "f", "at")
+  local f = read_key("HMGET", job_key(id), "s", "cl", "f", "at")
   if f[2] == token and states[f[1]] then return f end
   return nil
 end

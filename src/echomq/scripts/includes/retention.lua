@@ -3,7 +3,11 @@
 -- An idempotency key outlives its job's completion by the retention age: it
 -- is given that TTL when the job completes or dies (add also checks that the
 -- job it names still exists), so pruning never has to look it up.
-local PRUNE_BUDGET = 1000  -- most jobs one call removes, so no call runs long
+--
+-- Pruning is planned (read_prune: every key it will delete is read) before
+-- the script's first write, and done (apply_prune) after the script's own
+-- additions to the set.
+local PRUNE_BUDGET = 250  -- most jobs one call removes from one set, so no call runs long
 
 -- Give a finished job's idempotency key the retention age as its TTL.
 local function expire_idem(key, ttl_ms)
@@ -12,45 +16,62 @@ local function expire_idem(key, ttl_ms)
   end
 end
 
--- Remove the jobs of a finished set past its age or count; returns how many.
--- The victims are always the lowest ranks (oldest first), so one
--- ZREMRANGEBYRANK removes them from the set.
-local function prune(zkey, keep_ms, keep_count, now)
+-- The jobs of a finished set past its age or count, oldest first, at most
+-- PRUNE_BUDGET. ``adding`` lists the ids this call is about to add to the set
+-- (scored now, so newer than every job there): they count towards the count
+-- limit and are pruned last. Reads only.
+local function read_prune(zkey, keep_ms, keep_count, now, adding)
+  adding = adding or {}
   local victims = redis.call("ZRANGEBYSCORE", zkey, "-inf", "(" .. fmt(now - keep_ms),
     "LIMIT", 0, PRUNE_BUDGET)
-  local excess = redis.call("ZCARD", zkey) - #victims - keep_count
+  local existing = redis.call("ZCARD", zkey)
+  local excess = existing + #adding - #victims - keep_count
   local room = PRUNE_BUDGET - #victims
-  if excess > 0 and room > 0 then
+  local take = math.min(excess, room)
+  if take > 0 then
     local first = #victims
-    for _, id in ipairs(redis.call("ZRANGE", zkey, first, first + math.min(excess, room) - 1)) do
-      victims[#victims + 1] = id
+    local older = math.min(take, existing - first)
+    if older > 0 then
+      for _, id in ipairs(redis.call("ZRANGE", zkey, first, first + older - 1)) do
+        victims[#victims + 1] = id
+      end
+    end
+    local newer = take - math.max(older, 0)
+    if newer > 0 then
+      -- equal scores sort by member in the set, so the lowest ids go first
+      local sorted = {unpack(adding)}
+      table.sort(sorted)
+      for i = 1, math.min(newer, #sorted) do victims[#victims + 1] = sorted[i] end
     end
   end
+  for _, id in ipairs(victims) do read_key("EXISTS", job_key(id)) end
+  return victims
+end
+
+-- Delete the jobs read_prune chose; returns how many.
+local function apply_prune(zkey, victims)
   if #victims == 0 then return 0 end
   for i = 1, #victims, 500 do
     local hashes = {}
     for j = i, math.min(i + 499, #victims) do hashes[#hashes + 1] = job_key(victims[j]) end
     redis.call("DEL", unpack(hashes))
   end
-  redis.call("ZREMRANGEBYRANK", zkey, 0, #victims - 1)
+  call_chunked("ZREM", zkey, victims, 1)
   return #victims
 end
 
--- Delete one job's hash and its idempotency key (remove).
-local function drop_job(id)
-  local jk = job_key(id)
-  local key = redis.call("HGET", jk, "k")
-  if key and redis.call("GET", idem_key(key)) == id then
-    redis.call("DEL", idem_key(key))
-  end
-  redis.call("DEL", jk)
+-- Read a job's idempotency key and whether it still names the job (for drop_job).
+local function read_idem(id)
+  local f = read_key("HMGET", job_key(id), "s", "k")
+  if not f[1] then missing_job(id) end
+  local key = f[2]
+  if not key then return false end
+  return {key = key, owned = read_key("GET", idem_key(key)) == id}
 end
 
-local function bury(id, now, err)
-  local jk = job_key(id)
-  redis.call("HSET", jk, "s", "dead", "f", fmt(now))
-  if err then redis.call("HSET", jk, "e", err) end
-  expire_idem(redis.call("HGET", jk, "k"), OPT.keep_dead_ms)
-  redis.call("ZADD", K_DEAD, fmt(now), id)
-  prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now)
+-- Delete one job's hash and its idempotency key if it still names the job;
+-- ``idem`` is what read_idem read before the script's first write.
+local function drop_job(id, idem)
+  if idem and idem.owned then redis.call("DEL", idem_key(idem.key)) end
+  redis.call("DEL", job_key(id))
 end

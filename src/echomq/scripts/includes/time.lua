@@ -1,53 +1,121 @@
 -- The timed transitions that run before every claim and in maintenance:
 -- due delayed jobs become waiting, expired leases come back or die.
-local STEP = 500  -- due or expired jobs read per round
+--
+-- Each call handles at most TIMED_BUDGET jobs of each kind, the earliest fire
+-- time / lease deadline first, so no call runs long however many are due; the
+-- next claim or maintenance run goes on where this one stopped (the due or
+-- expired jobs left over are still the lowest scores of their set).
+local TIMED_BUDGET = 250
 
--- Promote every due delayed job into its lane; returns how many.
-local function promote_due(now)
-  local order = nil
-  local promoted = 0
-  while true do
-    local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0, STEP)
-    if #due == 0 then break end
-    order = order or ordering()
-    for _, id in ipairs(due) do
-      redis.call("ZREM", K_DELAYED, id)
-      redis.call("ZREM", K_RETRYING, id)
-      local jk = job_key(id)
-      local f = redis.call("HMGET", jk, "p", "g")
+-- The due delayed jobs this call will promote, oldest fire time first, with
+-- their hashes read (read before write: nothing is written here).
+-- Returns {ids, fields, scores} where fields[i] = {tier, lane} of ids[i]
+-- (tier nil if the hash is gone) and scores[i] the lane score it will get
+-- (scores is nil when that cannot be known before writing: see
+-- foresee_arrivals).
+local function read_due(now)
+  local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0, TIMED_BUDGET)
+  local fields, lanes = {}, {}
+  local order = ordering()
+  for i, id in ipairs(due) do
+    local f = read_key("HMGET", job_key(id), "p", "g")
+    if not f[1] then missing_job(id) end
+    fields[i] = f
+    read_lane(lanes, f[2])
+  end
+  local plan = {ids = due, fields = fields, order = order}
+  local base = #due > 0 and foresee_arrivals(order, #due)
+  if base then
+    plan.scores = {}
+    local next_counter = base
+    for i, f in ipairs(fields) do
       if f[1] then
-        local score = fmt(arrival_score(order, tonumber(f[1])))
-        redis.call("HSET", jk, "s", "waiting", "sc", score)
-        enter_lane(f[2], id, score)
-        promoted = promoted + 1
+        if order ~= "mint" then next_counter = next_counter + 1 end
+        plan.scores[i] = fmt(tonumber(f[1]) * TIER_UNIT + next_counter)
       end
+    end
+    plan.counter_after = base + #due
+  end
+  return plan
+end
+
+-- Promote the jobs read by read_due into their lanes; returns how many.
+local function promote(plan)
+  local due = plan.ids
+  if #due == 0 then return 0 end
+  local order = plan.order
+  -- the due jobs are the lowest ranks of the delayed set: one removal
+  redis.call("ZREMRANGEBYRANK", K_DELAYED, 0, #due - 1)
+  call_chunked("ZREM", K_RETRYING, due, 1)
+  if plan.scores and order ~= "mint" then
+    redis.call("SET", K_COUNTER, plan.counter_after)
+  elseif not plan.scores and order ~= "mint" and #due > 1 then
+    reserve_arrivals(#due)
+  end
+  local promoted = 0
+  for i, id in ipairs(due) do
+    local f = plan.fields[i]
+    if f[1] then
+      local score = plan.scores and plan.scores[i] or fmt(arrival_score(order, tonumber(f[1])))
+      redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
+      enter_lane(f[2], id, score)
+      promoted = promoted + 1
     end
   end
   return promoted
 end
 
--- Return every expired lease: back to waiting at its old place (stalls + 1),
--- or dead once its stalls pass max_stalls. Returns how many were handled.
-local function reap_expired(now)
+-- The expired leases this call will handle, earliest deadline first, with
+-- their hashes (and idempotency keys) read; nothing is written here.
+-- fields[i] = {state, stalls, lane, score, idempotency key}. The dead set's
+-- pruning is planned too: always if ``prune_dead``, else only when this call
+-- buries a job.
+local function read_expired(now, prune_dead)
+  local expired = redis.call("ZRANGEBYSCORE", K_ACTIVE, "-inf", fmt(now), "LIMIT", 0, TIMED_BUDGET)
+  local fields, lanes = {}, {}
+  local buried = {}
+  for i, id in ipairs(expired) do
+    local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k")
+    if not f[1] then missing_job(id) end
+    if f[5] then read_key("EXISTS", idem_key(f[5])) end
+    read_lane(lanes, f[3])
+    fields[i] = f
+    if f[1] and (tonumber(f[2]) or 0) + 1 > OPT.max_stalls then buried[#buried + 1] = id end
+  end
+  -- the dead set's pruning, planned now for the jobs this call buries
+  local victims = {}
+  if prune_dead or #buried > 0 then
+    victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, buried)
+  end
+  return {ids = expired, fields = fields, dead_victims = victims}
+end
+
+-- Return the leases read by read_expired: back to waiting at the old place
+-- (stalls + 1), or dead once stalls pass max_stalls. Returns how many.
+local function reap(plan, now)
+  local expired = plan.ids
+  local dead_pairs = {}
   local reaped = 0
-  while true do
-    local expired = redis.call("ZRANGEBYSCORE", K_ACTIVE, "-inf", fmt(now), "LIMIT", 0, STEP)
-    if #expired == 0 then break end
-    for _, id in ipairs(expired) do
-      redis.call("ZREM", K_ACTIVE, id)
+  if #expired > 0 then redis.call("ZREMRANGEBYRANK", K_ACTIVE, 0, #expired - 1) end
+  for i, id in ipairs(expired) do
+    local f = plan.fields[i]
+    if f[1] then
       local jk = job_key(id)
-      if redis.call("EXISTS", jk) == 1 then
-        local stalls = redis.call("HINCRBY", jk, "st", 1)
-        if stalls > OPT.max_stalls then
-          bury(id, now, "stalled: lease expired " .. stalls .. " times")
-        else
-          local f = redis.call("HMGET", jk, "g", "sc")
-          redis.call("HSET", jk, "s", "waiting")
-          enter_lane(f[1], id, f[2])
-        end
-        reaped = reaped + 1
+      local stalls = (tonumber(f[2]) or 0) + 1
+      if stalls > OPT.max_stalls then
+        redis.call("HSET", jk, "st", stalls, "s", "dead", "f", fmt(now),
+          "e", "stalled: lease expired " .. stalls .. " times")
+        expire_idem(f[5], OPT.keep_dead_ms)
+        dead_pairs[#dead_pairs + 1] = fmt(now)
+        dead_pairs[#dead_pairs + 1] = id
+      else
+        redis.call("HSET", jk, "st", stalls, "s", "waiting")
+        enter_lane(f[3], id, f[4])
       end
+      reaped = reaped + 1
     end
   end
+  if #dead_pairs > 0 then call_chunked("ZADD", K_DEAD, dead_pairs, 2) end
+  apply_prune(K_DEAD, plan.dead_victims)
   return reaped
 end

