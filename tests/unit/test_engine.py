@@ -41,7 +41,7 @@ def engine() -> Engine:
 def claimed_job(engine: Engine) -> Job:
     row: list[str | None] = [ids.new_id(), "send", '{"to": 1}', "2", "acme", "1", "3"]
     row += ["8589934593", str(MS)]
-    row += [None, None, None, None, None, None, "7"]
+    row += [None, None, None, None, None, None, "7", str(MS + 60_000), '{"traceparent": "00-x"}']
     return engine.claim(1).parse([str(MS + 30_000), str(MS), row])[0]
 
 
@@ -52,6 +52,8 @@ def test_a_claim_reply_becomes_leased_jobs(engine: Engine) -> None:
     assert job.lease_token == "7"
     assert job.lease_deadline == datetime.fromtimestamp((MS + 30_000) / 1000, tz=UTC)
     assert job.claimed_at == AT
+    assert job.expires_at == datetime.fromtimestamp((MS + 60_000) / 1000, tz=UTC)
+    assert job.headers == {"traceparent": "00-x"}
     assert engine.claim(5).parse([]) == []
 
 

@@ -8,7 +8,8 @@
 -- ARGV[8..]   two values per job: id, lease token the caller holds
 --
 -- Returns: one value per job, in order: the new deadline (ms),
---          E_NOT_FOUND (-1) or E_LEASE_LOST (-2).
+--          E_NOT_FOUND (-1), E_LEASE_LOST (-2), or E_CANCELLED (-4) when
+--          cancel-12.lua took the job from this very lease.
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -26,6 +27,8 @@ for i = 8, #ARGV, 2 do
     renewed[#renewed + 1] = deadline
     renewed[#renewed + 1] = id
     out[#out + 1] = deadline
+  elseif key_or_err == E_LEASE_LOST and redis.call("HGET", job_key(id), "cx") == ARGV[i + 1] then
+    out[#out + 1] = E_CANCELLED
   else
     out[#out + 1] = key_or_err
   end
