@@ -1,5 +1,6 @@
 """echomq: a job queue on Valkey and Redis with exact priority order and weighted fair lanes."""
 
+from echomq.control import Retry, Unrecoverable, current_job
 from echomq.errors import (
     EchoMQError,
     FormatTooNew,
@@ -11,6 +12,7 @@ from echomq.errors import (
     InvalidPriority,
     InvalidScore,
     InvalidWeight,
+    JobCancelled,
     JobNotFound,
     LeaseLost,
     NotReplicated,
@@ -23,7 +25,8 @@ from echomq.options import Backoff
 from echomq.queue import Queue
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.sync import SyncQueue
-from echomq.worker import Worker
+from echomq.tasks import SyncTask, Task
+from echomq.worker import Middleware, Worker
 
 __version__ = "0.1.0"
 
@@ -40,19 +43,26 @@ __all__ = [
     "InvalidScore",
     "InvalidWeight",
     "Job",
+    "JobCancelled",
     "JobNotFound",
     "LaneInfo",
     "LeaseLost",
     "MaintenanceReport",
+    "Middleware",
     "NotReplicated",
     "OrderingMismatch",
     "PayloadError",
     "Queue",
     "QueueStats",
+    "Retry",
     "ServerError",
     "State",
     "SyncQueue",
+    "SyncTask",
+    "Task",
     "TierCounts",
+    "Unrecoverable",
     "Worker",
     "__version__",
+    "current_job",
 ]

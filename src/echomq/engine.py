@@ -414,8 +414,9 @@ class Engine:
     def cancel(self, job_id: str, *, retry: bool = False) -> Call[bool]:
         """Cancel a job: one that has not started (waiting, delayed, retry pending)
         is removed; a running one is taken from its worker, whose handler is
-        stopped at its next heartbeat, and is dead (``retry=False``) or waiting
-        again at its old place (``retry=True``, the attempt counts). The reply
+        stopped at its next heartbeat, and is dead (``retry=False``) or retried
+        (``retry=True``: the attempt counts, and the retry is due when the
+        cancelled lease would have ended, so it does not overlap). The reply
         is False when the job had finished already; JobNotFound if unknown."""
         ids.parse_id(job_id)
         detail = f"job {job_id}: cannot cancel"

@@ -45,8 +45,8 @@ async def wait_for(predicate: Callable[[], Awaitable[bool] | bool], timeout: flo
         await asyncio.sleep(0.005)
 
 
-async def job_in(q: Queue, job_id: str, *states: State) -> Job:
-    """Wait until the job reaches one of ``states`` and return it."""
+async def job_in(q: Queue, job_id: str, *states: State, timeout: float = 5.0) -> Job:
+    """Wait until the job reaches one of ``states`` (within ``timeout`` s) and return it."""
     found: list[Job] = []
 
     async def reached() -> bool:
@@ -56,7 +56,7 @@ async def job_in(q: Queue, job_id: str, *states: State) -> Job:
             return True
         return False
 
-    await wait_for(reached)
+    await wait_for(reached, timeout)
     return found[0]
 
 

@@ -6,8 +6,10 @@
 -- KEYS: the twelve fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
--- ARGV[8]     what a running job becomes: "dead" | "retry" (waiting again
---             at its old place; the attempt it was on counts)
+-- ARGV[8]     what a running job becomes: "dead" | "retry" (a retry that
+--             fires when the cancelled lease would have ended, by which time
+--             the holder's heartbeat has stopped the handler; the attempt
+--             counts)
 --
 -- Returns: "removed" (it had not started), "stopped" (it was running),
 --          "finished" (completed or dead already: nothing changed), or
@@ -20,7 +22,7 @@
 
 local id, running_to = ARGV[7], ARGV[8]
 local jk = job_key(id)
-local f = redis.call("HMGET", jk, "s", "g", "sc", "cl")
+local f = redis.call("HMGET", jk, "s", "g", "l", "cl")
 if not f[1] then return E_NOT_FOUND end
 local state, lane = f[1], f[2] or ""
 if state == "completed" or state == "dead" then return "finished" end
@@ -30,9 +32,11 @@ if state == "active" then
   -- the lease that ran it: its heartbeat is told it was cancelled, not lost
   redis.call("HSET", jk, "cx", f[4] or "")
   if running_to == "retry" then
-    redis.call("HSET", jk, "s", "waiting")
-    enter_lane(lane, id, f[3])
-    flush_waiting()
+    local fire = fmt(math.max(now, tonumber(f[3] or "0")))
+    ring_if_earliest(fire)
+    redis.call("HSET", jk, "s", "failed", "at", fire, "e", "Cancelled: retried after the run stops")
+    redis.call("ZADD", K_DELAYED, fire, id)
+    redis.call("ZADD", K_RETRYING, fire, id)
   else
     bury(id, now, "Cancelled: stopped by cancel() while it ran")
   end
