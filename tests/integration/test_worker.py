@@ -17,9 +17,9 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import timedelta
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
