@@ -13,7 +13,8 @@ and a worker given the task runs the function with them.
 - **Options**: a task's defaults (``max_attempts``, ``timeout``,
   ``priority``, ``group``, ``backoff``, ``expires``, ``isolation``);
   ``priority`` and ``group`` may be functions of the call's arguments (a
-  tenant's lane from the call). ``enqueue_with(delay=…, key=…, …)`` sets
+  tenant's lane from the call), called with the function's parameters,
+  defaults filled in. ``enqueue_with(delay=…, key=…, …)`` sets
   one call's options, which win over the task's.
 - ``SyncQueue.task`` gives a :class:`SyncTask`, whose ``enqueue`` blocks.
 
@@ -140,7 +141,7 @@ class BaseTask(Generic[P, R]):
     ) -> dict[str, Any]:
         """An ``add_many`` item for one call; raises before anything is written."""
         try:
-            self._signature.bind(*args, **kwargs)
+            bound = self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.name}: {exc}") from None
         data: dict[str, Any] = {}
@@ -150,12 +151,14 @@ class BaseTask(Generic[P, R]):
             data["kwargs"] = dict(kwargs)
         item: dict[str, Any] = {"name": self.name, "data": data}
         opts = self.options
+        if callable(opts.priority) or callable(opts.group):
+            bound.apply_defaults()  # a rule gets every parameter, defaults filled in
         if "priority" not in call and opts.priority is not None:
             tier = opts.priority
-            item["priority"] = tier(*args, **kwargs) if callable(tier) else tier
+            item["priority"] = tier(*bound.args, **bound.kwargs) if callable(tier) else tier
         if "group" not in call and opts.group is not None:
             group = opts.group
-            item["group"] = group(*args, **kwargs) if callable(group) else group
+            item["group"] = group(*bound.args, **bound.kwargs) if callable(group) else group
         if opts.max_attempts is not None:
             item["max_attempts"] = opts.max_attempts
         if opts.expires is not None:

@@ -78,11 +78,17 @@ async def test_wrong_or_non_json_arguments_are_refused_before_anything_is_writte
 async def test_priority_and_group_may_come_from_the_call_and_enqueue_with_wins(
     aq: Queue,
 ) -> None:
-    @aq.task(priority=lambda tenant, n: n, group=lambda tenant, n: tenant, max_attempts=7)
-    def work(tenant: str, n: int) -> None: ...
+    @aq.task(
+        priority=lambda tenant, n, extra: n + extra,
+        group=lambda tenant, *_, **__: tenant,
+        max_attempts=7,
+    )
+    def work(tenant: str, n: int, extra: int = 0) -> None: ...
 
     job = await aq.get(await work.enqueue("acme", 4))
     assert job is not None and (job.group, job.priority, job.max_attempts) == ("acme", 4, 7)
+    job = await aq.get(await work.enqueue(n=4, extra=1, tenant="zed"))
+    assert job is not None and (job.group, job.priority) == ("zed", 5)
     job_id = await work.enqueue_with(priority=1, group=None, key="k1", delay=60).enqueue("x", 9)
     job = await aq.get(job_id)
     assert job is not None and (job.group, job.priority, job.key) == (None, 1, "k1")
