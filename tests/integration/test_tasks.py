@@ -160,7 +160,7 @@ def test_mypy_checks_enqueue_against_the_function_parameters(tmp_path: Path) -> 
     )
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 3, result.stdout
-    assert all('"to" of "enqueue"' in line and '"str"' in line for line in errors), errors
+    assert all('"to" to "enqueue"' in line and '"str"' in line for line in errors), errors
     assert [line.split(":")[1] for line in errors] == ["14", "15", "16"]
 
 
@@ -335,8 +335,10 @@ async def test_cancel_stops_a_running_handler(aq: Queue, retry: bool) -> None:
             stopped.set()
         return "never"
 
+    stalled: list[str] = []
     job_id = await long.enqueue()
-    async with running(Worker(aq, [long], lease=1.5, heartbeat=0.3)):
+    worker = Worker(aq, [long], lease=1.5, heartbeat=0.3, on_stalled=lambda j: stalled.append(j.id))
+    async with running(worker):
         await asyncio.wait_for(started.wait(), 10)
         assert await aq.cancel(job_id, retry=retry) is True
         await asyncio.wait_for(stopped.wait(), 10)  # the heartbeat heard it
@@ -347,6 +349,7 @@ async def test_cancel_stops_a_running_handler(aq: Queue, retry: bool) -> None:
             dead = await job_in(aq, job_id, State.DEAD)
             assert dead.error is not None and dead.error.startswith("Cancelled")
             assert runs == [1]
+    assert stalled == []  # told apart from a lost lease (JobCancelled)
 
 
 # -- process isolation ------------------------------------------------------------------

@@ -123,6 +123,33 @@ def test_extend_updates_the_jobs_deadline(engine: Engine) -> None:
     deadlines = engine.extend_many([job, other], 5.0).parse([MS + 1000, -2])
     assert deadlines[1] is None and other.lease_deadline == before
     assert job.lease_deadline == datetime.fromtimestamp((MS + 1000) / 1000, tz=UTC)
+    assert not job.cancelled and not other.cancelled
+    assert engine.extend_many([job, other], 5.0).parse([-4, -2]) == [None, None]
+    assert job.cancelled and not other.cancelled  # -4: cancel() took it, -2: merely lost
+
+
+def test_cancel_parses_what_became_of_the_job(engine: Engine) -> None:
+    job_id = ids.new_id()
+    call = engine.cancel(job_id, retry=True)
+    assert call.args[-2:] == [job_id, "retry"] and engine.cancel(job_id).args[-1] == "dead"
+    assert call.parse("removed") is True and call.parse("stopped") is True
+    assert call.parse("finished") is False
+    with pytest.raises(JobNotFound, match=job_id):
+        call.parse(-1)
+    with pytest.raises(echomq.InvalidId):
+        engine.cancel("nope")
+
+
+def test_expires_and_headers_are_checked_and_encoded(engine: Engine) -> None:
+    values = engine.new_job("a", expires=1.5, headers={"traceparent": "00-ab"}).values
+    assert values[-2:] == [1500, '{"traceparent":"00-ab"}']
+    assert engine.new_job("a").values[-2:] == [-1, ""]
+    for bad in (0, -1, float("nan"), "1"):
+        with pytest.raises(InvalidOption, match="expires"):
+            engine.new_job("a", expires=bad)  # type: ignore[arg-type]
+    for headers in ({"a": 1}, ["a"], {"a": "x" * 5000}):
+        with pytest.raises(InvalidOption, match="headers"):
+            engine.new_job("a", headers=headers)  # type: ignore[arg-type]
 
 
 def test_release_and_progress_update_the_job_only_when_accepted(engine: Engine) -> None:
@@ -132,6 +159,13 @@ def test_release_and_progress_update_the_job_only_when_accepted(engine: Engine) 
     assert job.lease_token is not None and job.state is State.ACTIVE
     engine.release(job).parse(1)
     assert job.lease_token is None and job.state is State.WAITING
+    job = claimed_job(engine)
+    call = engine.release(job, delay=2.5)
+    assert call.args[-1] == "2500"
+    call.parse(1)
+    assert job.state is State.DELAYED
+    with pytest.raises(echomq.InvalidDelay):
+        engine.release(claimed_job(engine), delay=-1)
     job = claimed_job(engine)
     engine.progress(job, {"done": 3}).parse(1)
     assert job.progress == {"done": 3}
@@ -218,6 +252,7 @@ def test_every_call_is_well_formed(engine: Engine) -> None:
         engine.fail(job, "x"),
         engine.extend(job),
         engine.release(job),
+        engine.cancel(job.id),
         engine.progress(job, 1),
         engine.maintain(),
         engine.stats(),

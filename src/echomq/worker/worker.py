@@ -276,18 +276,23 @@ def _shares(concurrency: int, queues: list[Queue], weights: Sequence[int] | None
 
 
 async def _serve_all(sessions: list[_Session]) -> None:
-    """Serve every queue's session until all have stopped; one failing stops the others."""
+    """Serve every queue's session until all have stopped. One failing stops the
+    others gracefully; ``run()`` cancelled cancels them all (an immediate stop)."""
     if len(sessions) == 1:
         await sessions[0].serve()
         return
     tasks = [asyncio.ensure_future(s.serve()) for s in sessions]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        for session in sessions:
-            session.request_stop(immediate=False)
-        done, _ = await asyncio.wait(tasks)
-    for task in done:
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
+    for session in sessions:
+        session.request_stop(immediate=False)
+    await asyncio.wait(tasks)
+    for task in tasks:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
 
