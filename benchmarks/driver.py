@@ -25,6 +25,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ import harness
 HERE = Path(__file__).resolve().parent
 LEVELS = 4  # priority levels used by the priority drain: 0 (first) .. 3 (last)
 BULK_BATCH = 1000  # jobs per bulk call
+#: callers adding one job at a time at once, like a web server's request handlers:
+#: asyncio tasks for a system with an asyncio client, threads for a blocking one.
+CONCURRENT_TASKS = 100
+CONCURRENT_THREADS = 16
 Item = tuple[int, int]  # (arrival seq, priority level)
 
 
@@ -46,10 +51,11 @@ class Sizes:
     drain: int
     priority: int
     runs: int
+    concurrent: int
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Sizes:
-        return cls(args.single, args.bulk, args.jobs, args.priority, args.runs)
+        return cls(args.single, args.bulk, args.jobs, args.priority, args.runs, args.concurrent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,8 @@ class System:
     name = "system"  # the package name, the ``system`` field of every line
     module = "system"  # ``python -m <module>`` runs this system's roles
     has_bulk = False
+    #: add_one blocks (a sync client): concurrent adds run on threads, not tasks.
+    blocking_add = False
     notes: tuple[str, ...] = ()  # how the system was configured, for RESULTS.md
     variants: tuple[DrainVariant, ...] = ()
 
@@ -131,6 +139,8 @@ class Producer:
         self.probe.close()
 
     async def one_run(self, run: int) -> None:
+        if self.sizes.concurrent:
+            await self.measure_add_concurrent()
         add_work = await self.measure_add_single()
         if self.system.has_bulk:
             add_work = await self.measure_add_bulk()
@@ -160,6 +170,38 @@ class Producer:
         self.rec.add("add_single", n / elapsed, "jobs/s")
         self.rec.add_work("add_single", box[0], n)
         return box[0].cpu_us / n, box[0].total_calls / n
+
+    async def measure_add_concurrent(self) -> None:
+        """Many callers at once, each adding one job at a time (a web server's pattern)."""
+        await self._fresh()
+        n = self.sizes.concurrent
+        with self.probe.measure() as box:
+            t0 = time.perf_counter()
+            if self.system.blocking_add:
+                await asyncio.to_thread(self._add_on_threads, n)
+            else:
+                await asyncio.gather(
+                    *(self._add_share(i, n, CONCURRENT_TASKS) for i in range(CONCURRENT_TASKS))
+                )
+            elapsed = time.perf_counter() - t0
+        self.rec.add("add_concurrent", n / elapsed, "jobs/s")
+        self.rec.add_work("add_concurrent", box[0], n)
+
+    async def _add_share(self, caller: int, n: int, callers: int) -> None:
+        for seq in range(caller, n, callers):
+            await self.system.add_one(seq, 0)
+
+    def _add_on_threads(self, n: int) -> None:
+        threads = [
+            threading.Thread(
+                target=asyncio.run, args=(self._add_share(i, n, CONCURRENT_THREADS),)
+            )
+            for i in range(CONCURRENT_THREADS)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     async def measure_add_bulk(self) -> tuple[float, float]:
         await self._fresh()
@@ -249,6 +291,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--single", type=int, default=2_000, help="jobs added one at a time")
     parser.add_argument("--bulk", type=int, default=20_000, help="jobs added in bulk")
     parser.add_argument("--priority", type=int, default=1_000, help="jobs in the priority drain")
+    parser.add_argument(
+        "--concurrent", type=int, default=20_000, help="jobs added by concurrent callers (0: skip)"
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--result", type=Path)
     return parser.parse_args(argv)

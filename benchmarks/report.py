@@ -21,6 +21,7 @@ Lines = Sequence[Mapping[str, Any]]
 Table = dict[tuple[str, str], float | None]  # (system, metric) -> value
 
 MAIN_METRICS = (
+    ("add_concurrent", "jobs/s"),
     ("add_single", "jobs/s"),
     ("add_bulk", "jobs/s"),
     ("drain", "jobs/s"),
@@ -28,9 +29,11 @@ MAIN_METRICS = (
     ("priority_drain", "jobs/s"),
     ("server_cpu_us_per_job", "µs/job"),
     ("server_calls_per_job", "calls/job"),
+    ("add_concurrent_server_cpu_us_per_job", "µs/job"),
     ("add_single_server_cpu_us_per_job", "µs/job"),
     ("add_bulk_server_cpu_us_per_job", "µs/job"),
     ("drain_server_cpu_us_per_job", "µs/job"),
+    ("add_concurrent_server_calls_per_job", "calls/job"),
     ("add_single_server_calls_per_job", "calls/job"),
     ("add_bulk_server_calls_per_job", "calls/job"),
     ("drain_server_calls_per_job", "calls/job"),
@@ -76,6 +79,18 @@ TARGETS = (
     ),
     Target("bulk add ≥ 2× the fastest peer's bulk add (ratio)", _vs_best("add_bulk"), 2.0, False),
     Target("bulk add ≥ 80,000 jobs/s", _own("add_bulk"), 80_000, False),
+    Target(
+        "100 concurrent callers adding one job each ≥ 3× the fastest peer (ratio)",
+        _vs_best("add_concurrent"),
+        3.0,
+        False,
+    ),
+    Target(
+        "≤ 25 µs server CPU per add under 100 concurrent callers",
+        _own("add_concurrent_server_cpu_us_per_job"),
+        25,
+        True,
+    ),
     Target(
         "single add ≥ 1.5× the fastest peer's single add (ratio)",
         _vs_best("add_single"),

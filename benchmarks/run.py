@@ -149,10 +149,12 @@ def absorb(raw: str, collected: Collected, *, one_round: bool) -> None:
 
 def size_args(args: argparse.Namespace) -> list[str]:
     if args.quick:
-        jobs, single, bulk, priority = args.jobs or 1_000, 300, 5_000, 300
+        jobs, single, bulk, priority, concurrent = args.jobs or 1_000, 300, 5_000, 300, 2_000
     else:
-        jobs, single, bulk, priority = args.jobs or 8_000, 2_000, 20_000, 400
+        jobs, single, bulk, priority, concurrent = args.jobs or 8_000, 2_000, 20_000, 400, 20_000
     return [
+        "--concurrent",
+        str(concurrent),
         "--jobs",
         str(jobs),
         "--single",

@@ -44,6 +44,7 @@ def make_app(url: str, mode: str = "drain") -> tuple[Celery, Any]:
 class CeleryPeer(System):
     name = "celery"
     module = "peers.celery"
+    blocking_add = True
     notes = (
         f"worker pool={POOL} concurrency={CONCURRENCY}, without gossip/mingle/heartbeat, "
         "prefetch multiplier 4 (default; priority drain: 1); ignore_result",

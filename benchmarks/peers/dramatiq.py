@@ -46,6 +46,7 @@ def declare(url: str) -> tuple[RedisBroker, list[Any]]:
 class Dramatiq(System):
     name = "dramatiq"
     module = "peers.dramatiq"
+    blocking_add = True
     notes = (
         f"one worker process, {THREADS} threads (default; priority drain: 1 thread)",
         "no bulk add; priority: actor option priority=level (orders prefetched messages)",

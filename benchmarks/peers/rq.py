@@ -26,6 +26,7 @@ class RQ(System):
     name = "rq"
     module = "peers.rq"
     has_bulk = True
+    blocking_add = True
     notes = (
         "SimpleWorker (one job at a time, no fork); default result_ttl",
         "add_bulk: Queue.enqueue_many (one pipeline per 1000 jobs); "

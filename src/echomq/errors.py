@@ -101,6 +101,8 @@ class NotReplicated(EchoMQError):
 
     def __init__(self, ids: Iterable[str], replicas: int, timeout: float) -> None:
         self.ids = list(ids)
+        self.replicas = replicas
+        self.timeout = timeout
         super().__init__(
             f"{len(self.ids)} job(s) written but not acknowledged by {replicas} replica(s) "
             f"within {timeout:g}s (does the primary have a replica?): {', '.join(self.ids[:3])}"

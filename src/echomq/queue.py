@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, Unpack, overload
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.call import Call
 from echomq.connection import AsyncClient
-from echomq.engine import Engine, Wake
+from echomq.engine import AddOptions, Engine, JobOptions, NewJob, Wake
 from echomq.job import Job
 from echomq.sending import AsyncSender
+from echomq.sending.batching import AddBatcher
 from echomq.shell import QueueShell, sends_async
 from echomq.tasks import Task, TaskSettings, task_options
 
@@ -28,13 +29,26 @@ class Queue(QueueShell[AsyncSender]):
     """
 
     def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> AsyncSender:
+        self._adds = AddBatcher(self._add_batch)
         return AsyncSender(url, client, greeting)
 
     async def client(self) -> AsyncClient:
         """The redis client, connecting (and starting the embedded server) on first use."""
         return await self.sender.client()
 
-    add = sends_async(Engine.add)
+    async def add(self, name: str, data: Any = None, **options: Unpack[AddOptions]) -> str:
+        """Add one job; returns its id (or the id of the live job holding ``key``).
+
+        ``durable`` (default: the queue's) waits for a replica before returning.
+        Adds issued while another add is in flight share one call, each with
+        its own outcome (echomq.sending.batching)."""
+        durable = options.pop("durable", None)
+        job = self.engine.new_job(name, data, **cast(JobOptions, options))
+        return await self._adds.submit(job, durable)
+
+    async def _add_batch(self, jobs: Sequence[NewJob], durable: bool | None) -> list[str]:
+        return await self.sender.send(self.engine.add_jobs(jobs, durable=durable))
+
     add_many = sends_async(Engine.add_many)
     claim = sends_async(Engine.claim)
     complete = sends_async(Engine.complete)
@@ -61,7 +75,6 @@ class Queue(QueueShell[AsyncSender]):
     exists = sends_async(Engine.exists)
     ring = sends_async(Engine.ring)
     ring_stop_bell = sends_async(Engine.ring_stop_bell)
-
     cancel = sends_async(Engine.cancel)
 
     @overload

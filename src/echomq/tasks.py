@@ -217,8 +217,9 @@ class Task(BaseTask[P, R]):
         self.queue = queue
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Add a job that calls the function with these arguments; returns its id."""
-        return (await self.queue.add_many([self._item(args, kwargs, {})]))[0]
+        """Add a job that calls the function with these arguments; returns its id
+        (enqueues issued while another add is in flight share its call)."""
+        return await self.queue.add(**self._item(args, kwargs, {}))
 
     def enqueue_with(self, **options: Unpack[CallOptions]) -> Enqueuer[P]:
         """This task with one call's options: ``await t.enqueue_with(delay=5).enqueue(x)``."""
@@ -240,8 +241,7 @@ class Enqueuer(Generic[P]):
         self._options = options
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        item = self._task._item(args, kwargs, self._options)
-        return (await self._task.queue.add_many([item]))[0]
+        return await self._task.queue.add(**self._task._item(args, kwargs, self._options))
 
 
 class SyncTask(BaseTask[P, R]):
@@ -253,7 +253,7 @@ class SyncTask(BaseTask[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Add a job that calls the function with these arguments; returns its id."""
-        return self.queue.add_many([self._item(args, kwargs, {})])[0]
+        return self.queue.add(**self._item(args, kwargs, {}))
 
     def enqueue_with(self, **options: Unpack[CallOptions]) -> SyncEnqueuer[P]:
         """This task with one call's options: ``t.enqueue_with(delay=5).enqueue(x)``."""
@@ -274,8 +274,7 @@ class SyncEnqueuer(Generic[P]):
         self._options = options
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        item = self._task._item(args, kwargs, self._options)
-        return self._task.queue.add_many([item])[0]
+        return self._task.queue.add(**self._task._item(args, kwargs, self._options))
 
 
 class TaskSettings(TypedDict, total=False):

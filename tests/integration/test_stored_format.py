@@ -3,6 +3,8 @@ per queue object, and a newer format refused before anything is written."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import redis
 
@@ -14,23 +16,28 @@ def test_the_first_add_stores_the_format(sq: SyncQueue, redis_client: redis.Redi
     assert redis_client.hget(sq.engine.keys.meta, "v") == str(storage.FORMAT)
 
 
-def test_a_newer_format_is_refused_and_nothing_is_written(
-    backend_url: str, queue_name: str, redis_client: redis.Redis
-) -> None:
-    meta = SyncQueue(queue_name, backend_url).engine.keys.meta
+@pytest.fixture
+def newer_queue(queue_name: str, redis_client: redis.Redis) -> Iterator[str]:
+    """A queue whose meta says it was written in the next format; removed afterwards
+    (other tests' dashboards discover every queue on the server)."""
+    meta = f"emq:{{{queue_name}}}:meta"
     redis_client.hset(meta, mapping={"o": "composite", "v": str(storage.FORMAT + 1)})
-    before = sorted(redis_client.scan_iter(f"emq:{{{queue_name}}}:*"))
-    with SyncQueue(queue_name, backend_url) as q, pytest.raises(FormatTooNew, match="format 2"):
-        q.add("a")
-    after = sorted(redis_client.scan_iter(f"emq:{{{queue_name}}}:*"))
-    assert after == before
+    yield queue_name
+    redis_client.delete(meta)
 
 
-async def test_the_asyncio_queue_refuses_it_too(
-    backend_url: str, queue_name: str, redis_client: redis.Redis
+def test_a_newer_format_is_refused_and_nothing_is_written(
+    backend_url: str, newer_queue: str, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset(f"emq:{{{queue_name}}}:meta", "v", str(storage.FORMAT + 1))
-    async with Queue(queue_name, backend_url) as q:
+    pattern = f"emq:{{{newer_queue}}}:*"
+    before = sorted(redis_client.scan_iter(pattern))
+    with SyncQueue(newer_queue, backend_url) as q, pytest.raises(FormatTooNew, match="format 2"):
+        q.add("a")
+    assert sorted(redis_client.scan_iter(pattern)) == before
+
+
+async def test_the_asyncio_queue_refuses_it_too(backend_url: str, newer_queue: str) -> None:
+    async with Queue(newer_queue, backend_url) as q:
         with pytest.raises(FormatTooNew):
             await q.claim()
         with pytest.raises(FormatTooNew):  # checked again: never silently accepted

@@ -18,6 +18,7 @@ format check, :mod:`echomq.storage`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any, Generic, TypeVar
 
 import redis.asyncio
@@ -64,20 +65,48 @@ class _Sender(Generic[ClientT]):
 
 
 class AsyncSender(_Sender[AsyncClient]):
-    """Sends calls with a ``redis.asyncio`` client or cluster client."""
+    """Sends calls with a ``redis.asyncio`` client or cluster client.
+
+    redis-py's asyncio connections belong to the event loop that opened them,
+    so a client the sender made itself is made per event loop: a Queue can be
+    used from one ``asyncio.run`` after another. The client of a loop is
+    closed when that loop shuts down its async generators (``asyncio.run``
+    does, before it closes the loop), or by :meth:`close`.
+    """
+
+    def __init__(
+        self, url: str | None, client: AsyncClient | None, greeting: Call[Any] | None
+    ) -> None:
+        super().__init__(url, client, greeting)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
 
     async def client(self) -> AsyncClient:
         """The client, connecting (and starting the embedded server) on first use."""
+        loop = asyncio.get_running_loop()
+        if self._owns_client and self._loop is not loop:
+            self._client = None  # the last loop's client is closed with that loop
         if self._client is None:
             made = await asyncio.to_thread(connection.async_client, self.url)
             if self._client is None:
-                self._client = made
+                self._client, self._loop = made, loop
+                self._closer = self._close_with_loop(made)
+                await anext(self._closer)
             else:  # another task's first use won the race; keep one pool
                 await made.aclose()
         if self._greeting is not None:
             await self._execute(self._client, self._greeting)
             self._greeting = None
         return self._client
+
+    async def _close_with_loop(self, client: AsyncClient) -> AsyncGenerator[None, None]:
+        """Suspended until its loop finalises it (or close() does): then closes ``client``."""
+        try:
+            yield
+        finally:
+            if self._client is client:
+                self._client = None
+            await client.aclose()
 
     async def send(self, call: Call[T]) -> T:
         """Send one call and parse its reply."""
@@ -135,8 +164,9 @@ class AsyncSender(_Sender[AsyncClient]):
         return int(next(iter(cursors.values()))), [str(k) for k in keys]
 
     async def close(self) -> None:
-        if self._client is not None and self._owns_client:
-            await self._client.aclose()
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            await closer.aclose()  # closes the client this sender made
         self._client = None
 
 
