@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -386,37 +386,82 @@ async def test_a_process_task_past_its_timeout_is_killed_before_its_retry(
 # -- several queues ---------------------------------------------------------------------
 
 
-async def test_one_worker_serves_several_queues_with_weighted_slots(
-    aq: Queue, backend_url: str
-) -> None:
-    other = Queue(aq.name + "-b", backend_url)
-    release = threading.Event()
-    running_now: dict[str, int] = {aq.name: 0, other.name: 0}
-    lock = threading.Lock()
+class Gate:
+    """Blocking handlers per queue, let through one at a time; counts what runs."""
 
-    def block(queue: str) -> None:
-        with lock:
-            running_now[queue] += 1
-        release.wait(20)
+    def __init__(self, *queues: Queue) -> None:
+        self.running = {q.name: 0 for q in queues}
+        self.permits = {q.name: threading.Semaphore(0) for q in queues}
+        self.lock = threading.Lock()
 
-    handlers = {"block": lambda job: block(job.data)}
+    def handler(self, job: Job) -> None:
+        queue = job.data
+        with self.lock:
+            self.running[queue] += 1
+        self.permits[queue].acquire(timeout=20)
+        with self.lock:
+            self.running[queue] -= 1
+
+    def let_through(self, queue: Queue, n: int = 1) -> None:
+        self.permits[queue.name].release(n)
+
+    def now(self, first: Queue, second: Queue) -> tuple[int, int]:
+        with self.lock:
+            return self.running[first.name], self.running[second.name]
+
+
+@pytest.fixture
+async def other(aq: Queue, backend_url: str) -> AsyncIterator[Queue]:
+    q = Queue(aq.name + "-b", backend_url)
+    yield q
+    await q.drop()
+    await q.close()
+
+
+async def test_several_queues_under_load_run_their_weighted_shares(aq: Queue, other: Queue) -> None:
+    gate = Gate(aq, other)
+    for q in (aq, other):
+        await q.add_many([{"name": "block", "data": q.name}] * 12)
+    worker = Worker([aq, other], {"block": gate.handler}, concurrency=4, weights=[3, 1])
+    assert worker.shares == [3, 1]
     try:
-        for q in (aq, other):
-            await q.add_many([{"name": "block", "data": q.name}] * 8)
-        worker = Worker([aq, other], handlers, concurrency=4, weights=[3, 1])
-        assert worker.shares == [3, 1]
         async with running(worker):
-            await wait_for(lambda: running_now == {aq.name: 3, other.name: 1})
-            release.set()
+            await wait_for(lambda: gate.now(aq, other) == (3, 1))
+            gate.let_through(aq, 2)  # the freed slots stay with the first queue's share
+            await wait_for(lambda: aq_done(aq, 2))
+            await wait_for(lambda: gate.now(aq, other) == (3, 1))
+            gate.let_through(aq, 100)
+            gate.let_through(other, 100)
             for q in (aq, other):
-                await wait_for(lambda q=q: _completed(q, 8))  # type: ignore[misc]
+                await wait_for(lambda q=q: aq_done(q, 12), timeout=20)  # type: ignore[misc]
     finally:
-        release.set()
-        await other.drop()
-        await other.close()
+        gate.let_through(aq, 100)
+        gate.let_through(other, 100)
 
 
-async def _completed(q: Queue, n: int) -> bool:
+async def test_a_queue_without_work_lends_its_slots_and_gets_them_back(
+    aq: Queue, other: Queue
+) -> None:
+    gate = Gate(aq, other)
+    await aq.add_many([{"name": "block", "data": aq.name}] * 12)
+    worker = Worker([aq, other], {"block": gate.handler}, concurrency=4, weights=[1, 1])
+    try:
+        async with running(worker):
+            # the idle queue keeps one slot for its wake-up claim and lends the other
+            await wait_for(lambda: gate.now(aq, other) == (3, 0))
+            await other.add_many([{"name": "block", "data": other.name}] * 4)
+            await wait_for(lambda: gate.now(aq, other) == (3, 1))
+            gate.let_through(aq)  # the borrowed slot goes back to its owner
+            await wait_for(lambda: gate.now(aq, other) == (2, 2))
+            gate.let_through(aq)  # and the first queue keeps its own share
+            await wait_for(lambda: aq_done(aq, 2))
+            await wait_for(lambda: gate.now(aq, other) == (2, 2))
+    finally:
+        gate.let_through(aq, 100)
+        gate.let_through(other, 100)
+
+
+async def aq_done(q: Queue, n: int) -> bool:
     return (await q.stats()).counts[State.COMPLETED] == n
 
 

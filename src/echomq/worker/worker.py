@@ -54,6 +54,7 @@ from echomq.worker.handlers import (
 from echomq.worker.leases import Heartbeat
 from echomq.worker.maintenance import Maintenance
 from echomq.worker.resilience import TRANSIENT, Pauses
+from echomq.worker.slots import SlotPool
 from echomq.worker.threads import DaemonThreads
 
 T = TypeVar("T")
@@ -83,9 +84,10 @@ class Worker:
     seconds (logged once per name), and dead once it is ``unknown_dead_after``
     seconds old: a worker of an older release does not kill a new job type.
 
-    ``queue`` may be a list of queues: each gets a share of ``concurrency``
-    by ``weights`` (one int per queue, default equal; at least one slot each),
-    and its own claims, heartbeat and maintenance.
+    ``queue`` may be a list of queues, each with its own claims, heartbeat and
+    maintenance: each is guaranteed a share of ``concurrency`` by
+    ``weights`` (one int per queue, default equal; at least one slot each),
+    and a queue without backlog lends its unused share (echomq.worker.slots).
 
     ``lease`` seconds is the lease of each claimed job, renewed every
     ``heartbeat`` seconds (default lease/3) while its handler runs;
@@ -281,6 +283,9 @@ async def _serve_all(sessions: list[_Session]) -> None:
     if len(sessions) == 1:
         await sessions[0].serve()
         return
+    pool = SlotPool(sessions[0].worker.concurrency, sessions, sessions[0].worker.shares)
+    for session in sessions:
+        session.pool = pool
     tasks = [asyncio.ensure_future(s.serve()) for s in sessions]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -311,6 +316,8 @@ class _Session:
         self.immediate = asyncio.Event()
         self.executions: dict[str, Execution] = {}
         self.handling = 0  # executions whose handler has not finished
+        self.reserved = 0  # slots the claim in flight may fill
+        self.pool: SlotPool | None = None  # slots shared with other queues (Worker([q1, q2]))
         self.slot_freed = asyncio.Event()
         self.maintenance = Maintenance(queue, worker.maintenance_interval)
         self.fetcher = Fetcher(
@@ -384,18 +391,33 @@ class _Session:
         # a slot is a running handler: a job whose outcome is still being
         # recorded holds none, so the next claim overlaps that round trip (at
         # most `concurrency` such jobs wait on top, so nothing piles up)
-        concurrency = self.concurrency
-        free = concurrency - self.handling
-        if free <= 0 or len(self.executions) >= 2 * concurrency:
+        pool = self.pool
+        if pool is None:
+            free = self.concurrency - self.handling
+            if len(self.executions) >= 2 * self.concurrency:
+                free = 0
+        else:
+            free = pool.free_for(self)
+        if free <= 0:
             self.slot_freed.clear()
             await _until(self.slot_freed.wait(), self.stopping)
             return
         # a claim is not interrupted by a graceful stop: its jobs would be leased
         # to nobody until their leases expired
         if self._short:
-            jobs = await self._wait_and_claim(free)
+            # sharing slots with other queues, an idle queue holds one in reserve
+            free = free if pool is None else 1
+            self.reserved = free
+            try:
+                jobs = await self._wait_and_claim(free)
+            finally:
+                self.reserved = 0
         else:
-            jobs = await _until(self.fetcher.claim(free), self.immediate)
+            self.reserved = free
+            try:
+                jobs = await _until(self.fetcher.claim(free), self.immediate)
+            finally:
+                self.reserved = 0
         if jobs is None:
             return
         if self.stopping.is_set():  # claimed as the stop came: give them back at once
@@ -403,7 +425,10 @@ class _Session:
             return
         for job in jobs:
             self._start(job)
+        lent_before = self._short
         self._short = len(jobs) < free
+        if pool is not None and self._short and not lent_before:
+            pool.notify()  # this queue has no backlog: its unused slots may be borrowed
 
     async def _wait_and_claim(self, free: int) -> list[Job] | None:
         """The fetcher's wait; a stop rings this worker's own stop bell to end it
@@ -434,15 +459,27 @@ class _Session:
         self.executions[job.id] = execution
         execution.task.add_done_callback(lambda task: self._finished(job.id, task))
 
+    @property
+    def lends(self) -> bool:
+        """No backlog here (the last claim came back short): other queues of this
+        worker may borrow the unused slots (echomq.worker.slots)."""
+        return self._short
+
     def _handler_done(self) -> None:
         self.handling -= 1
-        self.slot_freed.set()
+        self._slot_freed()
+
+    def _slot_freed(self) -> None:
+        if self.pool is None:
+            self.slot_freed.set()
+        else:
+            self.pool.notify()
 
     def _finished(self, job_id: str, task: asyncio.Task[None]) -> None:
         execution = self.executions.pop(job_id, None)
         if execution is not None:
             execution.free_slot()  # a task cancelled before its handler began
-        self.slot_freed.set()
+        self._slot_freed()
         if not task.cancelled() and task.exception() is not None:
             log.error("job %s: unexpected error in the worker", job_id, exc_info=task.exception())
 
