@@ -34,6 +34,7 @@ from echomq.errors import InvalidOption
 from echomq.job import Job
 from echomq.options import (
     MAX_ATTEMPTS,
+    MAX_DELAY,
     MAX_LEASE,
     Backoff,
     check_int,
@@ -90,7 +91,7 @@ class TaskOptions:
         if self.timeout is not None:
             check_seconds("timeout", self.timeout, 0.0, MAX_LEASE, open_low=True)
         if self.expires is not None:
-            check_seconds("expires", self.expires, 0.0, MAX_LEASE * 520, open_low=True)
+            check_seconds("expires", self.expires, 0.0, MAX_DELAY, open_low=True)
         if self.backoff is not None and not isinstance(self.backoff, Backoff):
             raise InvalidOption(f"backoff {self.backoff!r} must be an echomq.Backoff")
         if self.isolation not in ("thread", "process"):

@@ -62,7 +62,9 @@ def build_specs(handlers: Handlers, timeout: float | None) -> dict[str, HandlerS
     if isinstance(handlers, Mapping):
         return _from_mapping(handlers, timeout)
     specs: dict[str, HandlerSpec] = {}
-    for task in handlers if not isinstance(handlers, str | bytes) else ():
+    if isinstance(handlers, str | bytes):
+        handlers = ()
+    for task in handlers:
         if not isinstance(task, BaseTask):
             raise InvalidOption(f"handlers: {task!r:.80} is not a task (made by @q.task)")
         if task.name in specs:
