@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
+from echomq.control import Retry, Unrecoverable, current_job
 from echomq.errors import (
     EchoMQError,
     FormatTooNew,
@@ -13,6 +14,7 @@ from echomq.errors import (
     InvalidPriority,
     InvalidScore,
     InvalidWeight,
+    JobCancelled,
     JobNotFound,
     LeaseLost,
     NotReplicated,
@@ -24,10 +26,11 @@ from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.sync import SyncQueue
+from echomq.tasks import SyncTask, Task
 
 if TYPE_CHECKING:
     from echomq.queue import Queue
-    from echomq.worker import Worker
+    from echomq.worker import Middleware, Worker
 
 __version__ = "0.1.0"
 
@@ -44,21 +47,28 @@ __all__ = [
     "InvalidScore",
     "InvalidWeight",
     "Job",
+    "JobCancelled",
     "JobNotFound",
     "LaneInfo",
     "LeaseLost",
     "MaintenanceReport",
+    "Middleware",
     "NotReplicated",
     "OrderingMismatch",
     "PayloadError",
     "Queue",
     "QueueStats",
+    "Retry",
     "ServerError",
     "State",
     "SyncQueue",
+    "SyncTask",
+    "Task",
     "TierCounts",
+    "Unrecoverable",
     "Worker",
     "__version__",
+    "current_job",
 ]
 
 
@@ -69,10 +79,10 @@ def __getattr__(name: str) -> Any:
         from echomq.queue import Queue
 
         return Queue
-    if name == "Worker":
-        from echomq.worker import Worker
+    if name in ("Worker", "Middleware"):
+        from echomq import worker
 
-        return Worker
+        return getattr(worker, name)
     raise AttributeError(f"module 'echomq' has no attribute {name!r}")
 
 

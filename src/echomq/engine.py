@@ -24,6 +24,7 @@ from echomq.errors import (
     SCRIPT_ERRORS,
     EchoMQError,
     InvalidOption,
+    JobCancelled,
     LeaseLost,
     OrderingMismatch,
     raise_for_code,
@@ -47,6 +48,8 @@ from echomq.options import (
     check_seconds,
     check_weight,
     delay_ms,
+    encode_headers,
+    expires_ms,
     run_at_ms,
 )
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
@@ -65,6 +68,8 @@ MIN_BLOCK = 0.002
 #: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
 #: traceback and progress, and cuts the error to this many bytes on the server.
 SUMMARY_ERROR_BYTES = 1024
+#: extendMany-12.lua's code for a lease that cancel() took (errors.JobCancelled).
+E_CANCELLED = next(code for code, exc in SCRIPT_ERRORS.items() if exc is JobCancelled)
 
 
 class JobOptions(TypedDict, total=False):
@@ -76,6 +81,8 @@ class JobOptions(TypedDict, total=False):
     run_at: datetime | None
     max_attempts: int | None
     key: str | None
+    expires: float | None
+    headers: Mapping[str, str] | None
 
 
 class AddOptions(JobOptions, total=False):
@@ -222,6 +229,7 @@ class Engine:
         else:
             attempts = check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
         key = options.get("key")
+        expires, headers = options.get("expires"), options.get("headers")
         payload = encode_payload(data, limit=self.options.max_payload)
         job_id = job_id or ids.new_id()
         return NewJob(
@@ -236,6 +244,8 @@ class Engine:
                 -1 if run_at is None else run_at_ms(run_at),
                 attempts,
                 "" if key is None else check_key(key),
+                -1 if expires is None else expires_ms(expires),
+                "" if headers is None else encode_headers(headers),
             ],
         )
 
@@ -388,25 +398,44 @@ class Engine:
 
         def parse(reply: Any) -> list[datetime | None]:
             deadlines = [_ms(r) if int(r) >= 0 else None for r in reply]
-            for job, deadline in zip(jobs, deadlines, strict=True):
+            for job, deadline, code in zip(jobs, deadlines, reply, strict=True):
                 if deadline is not None:
                     job.lease_deadline = deadline
+                elif int(code) == E_CANCELLED:
+                    job.cancelled = True
             return deadlines
 
         return self._script("extendMany", parse, *argv)
 
-    def release(self, job: Job) -> Call[None]:
-        """Give a claimed job back unfinished: waiting again at once, at its old place,
-        with no stall and no attempt counted (LeaseLost if no longer the holder)."""
+    def release(self, job: Job, delay: float = 0.0) -> Call[None]:
+        """Give a claimed job back unfinished, with no stall and no attempt counted
+        (LeaseLost if no longer the holder): waiting again at once at its old
+        place, or after ``delay`` seconds (then behind the jobs waiting then)."""
         token = _lease_of(job)
+        wait_ms = delay_ms(delay)
         detail = f"job {job.id}: release refused"
 
         def parse(reply: Any) -> None:
             _check_code(reply, detail)
             job.lease_token = job.lease_deadline = None
-            job.state = State.WAITING
+            job.state = State.DELAYED if wait_ms > 0 else State.WAITING
 
-        return self._script("release", parse, job.id, token)
+        return self._script("release", parse, job.id, token, str(wait_ms))
+
+    def cancel(self, job_id: str, *, retry: bool = False) -> Call[bool]:
+        """Cancel a job: one that has not started (waiting, delayed, retry pending)
+        is removed; a running one is taken from its worker, whose handler is
+        stopped at its next heartbeat, and is dead (``retry=False``) or retried
+        (``retry=True``: the attempt counts, and the retry is due when the
+        cancelled lease would have ended, so it does not overlap). The reply
+        is False when the job had finished already; JobNotFound if unknown."""
+        ids.parse_id(job_id)
+        detail = f"job {job_id}: cannot cancel"
+
+        def parse(reply: Any) -> bool:
+            return bool(_check_code(reply, detail) != "finished")
+
+        return self._script("cancel", parse, job_id, "retry" if retry else "dead")
 
     def progress(self, job: Job, value: Any) -> Call[None]:
         """Store a running job's progress (JSON), only from the lease holder;

@@ -13,6 +13,7 @@ The tree::
     │   ├── InvalidOption      other option out of range (claim n, lease, …)
     │   └── PayloadError       payload not JSON-serialisable or too large
     ├── LeaseLost              complete/fail/extend by a worker that no longer holds the lease
+    │   └── JobCancelled       the lease was taken by cancel() (the handler is stopped)
     ├── JobNotFound            no job with that id (or it was pruned)
     ├── OrderingMismatch       queue opened with another ordering than it was created with
     ├── FormatTooNew           queue stored in a newer format than this client knows
@@ -71,6 +72,10 @@ class LeaseLost(EchoMQError):
     """The caller no longer holds the job's lease (expired, or claimed by another worker)."""
 
 
+class JobCancelled(LeaseLost):
+    """``cancel()`` took a running job from its lease holder; the worker stops its handler."""
+
+
 class JobNotFound(EchoMQError):
     """No job with that id exists (never added, removed, or pruned by retention)."""
 
@@ -109,6 +114,7 @@ SCRIPT_ERRORS: dict[int, type[EchoMQError]] = {
     -1: JobNotFound,
     -2: LeaseLost,
     -3: OrderingMismatch,
+    -4: JobCancelled,
 }
 
 

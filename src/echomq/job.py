@@ -143,6 +143,9 @@ class Job:
     lease_token: str | None = None
     lease_deadline: datetime | None = None
     claimed_at: datetime | None = None  # server time of the latest claim
+    expires_at: datetime | None = None  # not started by then (server clock): dead, never run
+    headers: dict[str, str] | None = None  # small metadata set at add, e.g. trace context
+    cancelled: bool = False  # a worker's heartbeat learnt that cancel() took this job
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
 
@@ -189,6 +192,8 @@ class Job:
             lease_token=get("cl") if active else None,
             lease_deadline=ms_to_datetime(get("l")) if active else None,
             claimed_at=ms_to_datetime(get("ca")),
+            expires_at=ms_to_datetime(get("x")),
+            headers=decode_payload(get("h")),
         )
 
     @classmethod
@@ -196,11 +201,11 @@ class Job:
         cls, row: Sequence[Any], deadline: datetime | None, claimed_at: datetime | None
     ) -> Job:
         """Build a just-claimed Job from one claim-12.lua row: the id, then the
-        fields n d p g a m sc c e tb st k at pg cl in that order (None = unset).
+        fields n d p g a m sc c e tb st k at pg cl x h in that order (None = unset).
 
         Runs once per claimed job: positional, with no dict built."""
         (job_id, name, data, tier, lane, attempts, max_attempts, score, created,
-         error, tb, stalls, key, at, progress, claims) = row  # fmt: skip
+         error, tb, stalls, key, at, progress, claims, expires, headers) = row  # fmt: skip
         return cls(
             id=job_id,
             name=name or "",
@@ -221,4 +226,6 @@ class Job:
             lease_token=str(claims),
             lease_deadline=deadline,
             claimed_at=claimed_at,
+            expires_at=ms_to_datetime(expires),
+            headers=decode_payload(headers) if headers else None,
         )

@@ -8,9 +8,11 @@ table (``python -m echomq.options`` prints it).
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypedDict
@@ -27,6 +29,8 @@ MAX_DELAY = 10 * 365 * 86_400.0
 MAX_ATTEMPTS = 1000
 MAX_KEY_LENGTH = 512
 MAX_JOB_NAME = 256
+#: the most bytes of a job's headers (JSON text): trace context, not payload.
+MAX_HEADERS = 4096
 #: a lease in seconds when none is given (claims, renewals, workers).
 DEFAULT_LEASE = 30.0
 #: a worker's running handlers when none is given.
@@ -211,6 +215,25 @@ def run_at_ms(run_at: object) -> int:
             f"{MAX_DELAY:.0f} seconds (ten years) ahead, like delay"
         )
     return max(0, ms)
+
+
+def expires_ms(expires: object) -> int:
+    """A job's time to live in seconds (> 0) as whole milliseconds (at least 1)."""
+    seconds = check_seconds("expires", expires, 0.0, MAX_DELAY, open_low=True)
+    return max(1, round(seconds * 1000))
+
+
+def encode_headers(headers: object) -> str:
+    """A job's headers (a mapping of strings, e.g. trace context) as JSON text."""
+    ok = isinstance(headers, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    )
+    if not ok:
+        raise InvalidOption(f"headers {headers!r:.80} must be a mapping of str to str")
+    text = json.dumps(dict(headers), separators=(",", ":"))  # type: ignore[call-overload]
+    if len(text) > MAX_HEADERS:
+        raise InvalidOption(f"headers are {len(text)} bytes encoded; the limit is {MAX_HEADERS}")
+    return text
 
 
 @dataclass(frozen=True, slots=True)

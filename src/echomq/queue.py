@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Unpack, cast
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.call import Call
 from echomq.connection import AsyncClient
@@ -12,6 +12,10 @@ from echomq.job import Job
 from echomq.sending import AsyncSender
 from echomq.sending.batching import AddBatcher
 from echomq.shell import QueueShell, sends_async
+from echomq.tasks import Task, TaskSettings, task_options
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Queue(QueueShell[AsyncSender]):
@@ -71,6 +75,20 @@ class Queue(QueueShell[AsyncSender]):
     exists = sends_async(Engine.exists)
     ring = sends_async(Engine.ring)
     ring_stop_bell = sends_async(Engine.ring_stop_bell)
+    cancel = sends_async(Engine.cancel)
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    @overload
+    def task(
+        self, /, **settings: Unpack[TaskSettings]
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+    def task(self, fn: Any = None, /, **settings: Unpack[TaskSettings]) -> Any:
+        """Make ``fn`` a task of this queue (``@q.task`` or ``@q.task(name=…, …)``;
+        see echomq.tasks): callable as before, enqueued with ``await t.enqueue(...)``."""
+        if fn is None:
+            return lambda f: Task(self, f, task_options(f, settings))
+        return Task(self, fn, task_options(fn, settings))
 
     async def wait_and_claim(
         self, worker_id: str, timeout: float, n: int, lease: float

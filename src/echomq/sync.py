@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Engine
 from echomq.sending import SyncSender
 from echomq.shell import QueueShell, sends
+from echomq.tasks import SyncTask, TaskSettings, task_options
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class SyncQueue(QueueShell[SyncSender]):
@@ -49,6 +54,21 @@ class SyncQueue(QueueShell[SyncSender]):
     resume = sends(Engine.resume)
     maintain = sends(Engine.maintain)
     exists = sends(Engine.exists)
+
+    cancel = sends(Engine.cancel)
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> SyncTask[P, R]: ...
+    @overload
+    def task(
+        self, /, **settings: Unpack[TaskSettings]
+    ) -> Callable[[Callable[P, R]], SyncTask[P, R]]: ...
+    def task(self, fn: Any = None, /, **settings: Unpack[TaskSettings]) -> Any:
+        """Make ``fn`` a task of this queue (``@q.task`` or ``@q.task(name=…, …)``;
+        see echomq.tasks): callable as before, enqueued with ``t.enqueue(...)``."""
+        if fn is None:
+            return lambda f: SyncTask(self, f, task_options(f, settings))
+        return SyncTask(self, fn, task_options(fn, settings))
 
     def drop(self) -> None:
         """Delete every key of this queue, a page per call (not atomic: stop its

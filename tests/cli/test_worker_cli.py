@@ -34,6 +34,19 @@ handlers = {"echo": echo, "boom": boom}
 
 def factory(queue):
     return {"echo": echo}
+
+
+from echomq import SyncQueue
+
+app = SyncQueue("app")
+
+
+@app.task(name="double")
+def double(n):
+    return 2 * n
+
+
+tasks = [double]
 """
 
 
@@ -114,6 +127,18 @@ def test_worker_accepts_a_factory(
     proc = start_worker("cli_tasks:factory")
     sq.add("echo", 5)
     wait_for(lambda: completed(sq) == 1, 20, "the job to complete")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=5) == 0
+
+
+def test_worker_accepts_a_list_of_tasks(
+    start_worker: Callable[..., subprocess.Popen[str]], sq: SyncQueue
+) -> None:
+    proc = start_worker("cli_tasks:tasks")
+    job_id = sq.add("double", {"args": [21]})
+    wait_for(lambda: completed(sq) == 1, 20, "the task to complete")
+    job = sq.get(job_id)
+    assert job is not None and job.result == 42
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=5) == 0
 

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -241,8 +241,25 @@ async def test_failures_retry_with_backoff_then_die_with_traceback(aq: Queue) ->
     assert gaps[0] >= 0.1 and gaps[1] >= 0.2, gaps
 
 
-async def test_a_job_without_handler_is_dead_at_once_naming_the_known_ones(aq: Queue) -> None:
-    worker = Worker(aq, {"known": lambda job: None, "other": lambda job: None})
+async def test_a_job_without_handler_is_released_with_a_delay_and_logged_once(
+    aq: Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An old worker in a rolling deploy must not kill a new job type: the job is
+    given back (no attempt counted) for ``unknown_delay`` seconds."""
+    worker = Worker(aq, {"known": lambda job: None}, unknown_delay=60)
+    async with running(worker):
+        first, second = await aq.add("unknown"), await aq.add("unknown")
+        for job_id in (first, second):
+            job = await job_in(aq, job_id, State.DELAYED)
+            assert job.attempts == 0 and job.run_at is not None and job.created_at is not None
+            assert job.run_at - job.created_at > timedelta(seconds=50)
+    logged = [r for r in caplog.records if "no handler for job name 'unknown'" in r.message]
+    assert len(logged) == 1
+
+
+async def test_a_job_without_handler_is_dead_past_unknown_dead_after(aq: Queue) -> None:
+    worker = Worker(aq, {"known": lambda job: None, "other": lambda job: None},
+                    unknown_dead_after=0)  # fmt: skip
     async with running(worker):
         job_id = await aq.add("unknown", max_attempts=5)
         dead = await job_in(aq, job_id, State.DEAD)
@@ -629,7 +646,7 @@ def test_worker_options_are_checked() -> None:
     with pytest.raises(InvalidOption, match="handlers"):
         Worker(q, {})
     with pytest.raises(InvalidOption, match="callable"):
-        Worker(q, {"j": 3})  # type: ignore[dict-item]
+        Worker(q, {"j": 3})  # type: ignore[arg-type]
 
 
 # -- signals (a real process) ---------------------------------------------------------

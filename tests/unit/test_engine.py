@@ -41,7 +41,7 @@ def engine() -> Engine:
 def claimed_job(engine: Engine) -> Job:
     row: list[str | None] = [ids.new_id(), "send", '{"to": 1}', "2", "acme", "1", "3"]
     row += ["8589934593", str(MS)]
-    row += [None, None, None, None, None, None, "7"]
+    row += [None, None, None, None, None, None, "7", str(MS + 60_000), '{"traceparent": "00-x"}']
     return engine.claim(1).parse([str(MS + 30_000), str(MS), row])[0]
 
 
@@ -52,6 +52,8 @@ def test_a_claim_reply_becomes_leased_jobs(engine: Engine) -> None:
     assert job.lease_token == "7"
     assert job.lease_deadline == datetime.fromtimestamp((MS + 30_000) / 1000, tz=UTC)
     assert job.claimed_at == AT
+    assert job.expires_at == datetime.fromtimestamp((MS + 60_000) / 1000, tz=UTC)
+    assert job.headers == {"traceparent": "00-x"}
     assert engine.claim(5).parse([]) == []
 
 
@@ -122,6 +124,33 @@ def test_extend_updates_the_jobs_deadline(engine: Engine) -> None:
     deadlines = engine.extend_many([job, other], 5.0).parse([MS + 1000, -2])
     assert deadlines[1] is None and other.lease_deadline == before
     assert job.lease_deadline == datetime.fromtimestamp((MS + 1000) / 1000, tz=UTC)
+    assert not job.cancelled and not other.cancelled
+    assert engine.extend_many([job, other], 5.0).parse([-4, -2]) == [None, None]
+    assert job.cancelled and not other.cancelled  # -4: cancel() took it, -2: merely lost
+
+
+def test_cancel_parses_what_became_of_the_job(engine: Engine) -> None:
+    job_id = ids.new_id()
+    call = engine.cancel(job_id, retry=True)
+    assert call.args[-2:] == [job_id, "retry"] and engine.cancel(job_id).args[-1] == "dead"
+    assert call.parse("removed") is True and call.parse("stopped") is True
+    assert call.parse("finished") is False
+    with pytest.raises(JobNotFound, match=job_id):
+        call.parse(-1)
+    with pytest.raises(echomq.InvalidId):
+        engine.cancel("nope")
+
+
+def test_expires_and_headers_are_checked_and_encoded(engine: Engine) -> None:
+    values = engine.new_job("a", expires=1.5, headers={"traceparent": "00-ab"}).values
+    assert values[-2:] == [1500, '{"traceparent":"00-ab"}']
+    assert engine.new_job("a").values[-2:] == [-1, ""]
+    for bad in (0, -1, float("nan"), "1"):
+        with pytest.raises(InvalidOption, match="expires"):
+            engine.new_job("a", expires=bad)  # type: ignore[arg-type]
+    for headers in ({"a": 1}, ["a"], {"a": "x" * 5000}):
+        with pytest.raises(InvalidOption, match="headers"):
+            engine.new_job("a", headers=headers)  # type: ignore[arg-type]
 
 
 def test_release_and_progress_update_the_job_only_when_accepted(engine: Engine) -> None:
@@ -131,6 +160,13 @@ def test_release_and_progress_update_the_job_only_when_accepted(engine: Engine) 
     assert job.lease_token is not None and job.state is State.ACTIVE
     engine.release(job).parse(1)
     assert job.lease_token is None and job.state is State.WAITING
+    job = claimed_job(engine)
+    call = engine.release(job, delay=2.5)
+    assert call.args[-1] == "2500"
+    call.parse(1)
+    assert job.state is State.DELAYED
+    with pytest.raises(echomq.InvalidDelay):
+        engine.release(claimed_job(engine), delay=-1)
     job = claimed_job(engine)
     engine.progress(job, {"done": 3}).parse(1)
     assert job.progress == {"done": 3}
@@ -222,6 +258,7 @@ def test_every_call_is_well_formed(engine: Engine) -> None:
         engine.fail(job, "x"),
         engine.extend(job),
         engine.release(job),
+        engine.cancel(job.id),
         engine.progress(job, 1),
         engine.maintain(),
         engine.stats(),
@@ -238,9 +275,11 @@ def test_every_call_is_well_formed(engine: Engine) -> None:
 
 def test_dunder_all_matches_the_design_document() -> None:
     """docs/design.md §6 lists the public names; they are exactly echomq.__all__
-    (methods, in lower case, are listed there too and left out here)."""
+    (methods, in lower case, are listed there too and left out here; a public
+    function is written as a call, `current_job()`)."""
     design = (Path(__file__).parents[2] / "docs" / "design.md").read_text(encoding="utf-8")
     section = design.split("## §6", 1)[1].split("**Connection**", 1)[0]
     spans = set(re.findall(r"`([A-Za-z_]+)`", section))
     listed = {name for name in spans if name[0].isupper() or name == "__version__"}
+    listed |= set(re.findall(r"`([a-z_]+)\(\)`", section))
     assert listed == set(echomq.__all__)

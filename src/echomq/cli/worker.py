@@ -102,10 +102,10 @@ def load_target(spec: str) -> Any:
         if not hasattr(value, part):
             fail(f"module {module_name!r} has no attribute {attribute or 'handlers'!r}")
         value = getattr(value, part)
-    if not isinstance(value, Mapping) and not callable(value):
+    if not isinstance(value, Mapping | list | tuple) and not callable(value):
         fail(
-            f"worker target {spec!r} is a {type(value).__name__}: expected a dict of "
-            "job name → handler, or a factory taking the Queue"
+            f"worker target {spec!r} is a {type(value).__name__}: expected a list of "
+            "tasks, a dict of job name → handler, or a factory taking the Queue"
         )
     return value
 
@@ -116,17 +116,19 @@ def build_worker(target: Any, queue: Queue, settings: WorkerSettings) -> Worker:
     A factory may return a mapping of handlers (the command-line options then
     apply) or a ready Worker (its own options apply).
     """
+    from echomq.tasks import BaseTask
     from echomq.worker import Worker
 
     made = target(queue) if callable(target) and not isinstance(target, Mapping) else target
     if isinstance(made, Worker):
         return made
-    if not isinstance(made, Mapping) or not made:
+    tasks = isinstance(made, list | tuple) and made and all(isinstance(t, BaseTask) for t in made)
+    if not tasks and (not isinstance(made, Mapping) or not made):
         fail(
             f"worker target {settings.target!r} gave {type(made).__name__}: expected a "
-            "non-empty dict of job name → handler, or a Worker"
+            "list of tasks, a non-empty dict of job name → handler, or a Worker"
         )
-    for name, handler in made.items():
+    for name, handler in made.items() if not tasks else ():
         if not callable(handler):
             fail(f"handler for {name!r} in {settings.target!r} is not callable")
     return Worker(

@@ -7,7 +7,9 @@
 --             thousands costs the client one argument, not nine per job):
 --             [id, name, data (JSON text), tier, lane ("" = default),
 --              delay_ms (-1 = none), run_at_ms (-1 = none), max_attempts,
---              idempotency key ("" = none)]
+--              idempotency key ("" = none), expires_in_ms (-1 = never;
+--              stored as the server time it expires at), headers (JSON
+--              object text, "" = none)]
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
 --          idempotency key is still alive; a job whose id exists already is
@@ -75,6 +77,12 @@ for i, job in ipairs(jobs) do
     if key ~= "" then
       fields[n + 1], fields[n + 2], n = "k", key, n + 2
       redis.call("SET", idem_key(key), id)
+    end
+    if job[10] >= 0 then
+      fields[n + 1], fields[n + 2], n = "x", fmt(now + job[10]), n + 2
+    end
+    if job[11] ~= "" then
+      fields[n + 1], fields[n + 2], n = "h", job[11], n + 2
     end
     if fire > now then
       local at = fmt(fire)

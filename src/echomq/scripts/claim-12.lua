@@ -12,6 +12,8 @@
 --          order, each job {id, then the fields lease() reads below, in
 --          that order} (Job.from_claim reads them), nil where a field is
 --          unset, with the attempt and claim counts this claim set.
+--          A popped job whose expiry (field x) has passed is dead, not
+--          leased (up to EXPIRED_BUDGET of them per call).
 --
 -- A lane's jobs for one turn are popped with one ZPOPMIN (the whole call's
 -- share when the lane is alone in the ring): the turn bookkeeping below is
@@ -23,6 +25,7 @@
 -- @include retention
 -- @include time
 
+local EXPIRED_BUDGET = 1000  -- most expired jobs one call buries on top of n
 local n, lease_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
 
 -- Read before write: run the rotation below on what the lanes will hold
@@ -163,13 +166,21 @@ local served = {}
 local active = {}               -- deadline, id pairs for one ZADD
 local out = {deadline, claimed_at}
 
+local expired = 0
+
 -- Lease one job: one read and one write of its hash. The fields read are
--- n d p g a m sc c e tb st k at pg cl (positions 5 and 15 are the attempt
--- and claim counts, returned as this claim sets them).
+-- n d p g a m sc c e tb st k at pg cl x h (positions 5 and 15 are the
+-- attempt and claim counts, returned as this claim sets them). A job past
+-- its expiry is dead instead; returns whether the job was leased.
 local function lease(id)
   local jk = job_key(id)
   local h = redis.call("HMGET", jk, "n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st",
-    "k", "at", "pg", "cl")
+    "k", "at", "pg", "cl", "x", "h")
+  if h[16] and tonumber(h[16]) <= now then
+    bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")
+    expired = expired + 1
+    return false
+  end
   local attempts, claims = (tonumber(h[5]) or 0) + 1, (tonumber(h[15]) or 0) + 1
   redis.call("HSET", jk, "s", "active", "a", attempts, "cl", claims, "l", deadline,
     "ca", claimed_at)
@@ -178,10 +189,11 @@ local function lease(id)
   active[#active + 1] = deadline
   active[#active + 1] = id
   out[#out + 1] = h
+  return true
 end
 
 local remaining = n
-while remaining > 0 and ring_len > 0 do
+while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
   head = head or redis.call("LINDEX", K_RING, 0)
   local lane = head
   -- the weight is read once per call, so a changed weight applies from the
@@ -197,8 +209,9 @@ while remaining > 0 and ring_len > 0 do
   local lk = lane_key(lane)
   local popped = redis.call("ZPOPMIN", lk, take)
   local got = #popped / 2
-  for i = 1, #popped, 2 do lease(popped[i]) end
-  remaining = remaining - got
+  for i = 1, #popped, 2 do
+    if lease(popped[i]) then remaining = remaining - 1 end
+  end
   served[lane] = (served[lane] or 0) + got
   if got < take or redis.call("EXISTS", lk) == 0 then
     redis.call("LPOP", K_RING)

@@ -8,7 +8,8 @@
 -- ARGV[8..]   two values per job: id, lease token the caller holds
 --
 -- Returns: one value per job, in order: the new deadline (ms),
---          E_NOT_FOUND (-1) or E_LEASE_LOST (-2).
+--          E_NOT_FOUND (-1), E_LEASE_LOST (-2), or E_CANCELLED (-4) when
+--          cancel-12.lua took the job from this very lease.
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -16,13 +17,20 @@
 
 local now = now_ms()
 local deadline = fmt(now + tonumber(ARGV[7]))
--- read phase: every lease
+-- read phase: every lease (and, for a lost one, whether cancel() took it)
 local out = {}
 local keys = {}
 for i = 8, #ARGV, 2 do
-  local jk, key_or_err = check_lease(ARGV[i], ARGV[i + 1], now)
+  local id = ARGV[i]
+  local jk, key_or_err = check_lease(id, ARGV[i + 1], now)
   keys[#keys + 1] = jk or false
-  out[#out + 1] = jk and deadline or key_or_err
+  if jk then
+    out[#out + 1] = deadline
+  elseif key_or_err == E_LEASE_LOST and redis.call("HGET", job_key(id), "cx") == ARGV[i + 1] then
+    out[#out + 1] = E_CANCELLED
+  else
+    out[#out + 1] = key_or_err
+  end
 end
 -- write phase
 local renewed = {}

@@ -8,6 +8,8 @@
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
 -- ARGV[8]     lease token the caller holds
+-- ARGV[9]     delay in ms before it is waiting again (0 = at once: its old
+--             place; later: delayed, then behind the jobs waiting then)
 --
 -- Returns: 1 when released,
 --          E_NOT_FOUND (-1) if the job does not exist,
@@ -28,6 +30,14 @@ read_lane({}, f[1])
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)
 if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end
+local delay = tonumber(ARGV[9] or "0")
+if delay > 0 then
+  local fire = fmt(now + delay)
+  ring_if_earliest(fire)
+  redis.call("HSET", jk, "s", "delayed", "at", fire)
+  redis.call("ZADD", K_DELAYED, fire, id)
+  return 1
+end
 redis.call("HSET", jk, "s", "waiting")
 enter_lane(f[1], id, f[2])
 flush_waiting()

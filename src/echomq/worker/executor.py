@@ -1,13 +1,18 @@
-"""Running one job (Oban's executor): call its handler, bound it by the timeout,
-record the outcome through the core scripts, and call the hooks.
+"""Running one job (Oban's executor): call its handler through the middleware,
+bound it by the timeout, record the outcome through the core scripts, and call
+the hooks.
 
 Async handlers run on the worker's loop, inside the job's own task; sync
-handlers run on daemon threads (:mod:`echomq.worker.threads`). A handler past
-the timeout is cancelled (async) or left behind on its thread (sync: Python
-cannot stop a thread), and the attempt counts as a failure whose traceback is
-the stack where the handler was stuck. A handler whose lease is lost is
-stopped the same way and nothing is recorded: the job is no longer this
-worker's to finish. Completions go through :mod:`.completions` (batched).
+handlers run on daemon threads (:mod:`echomq.worker.threads`), or in a process
+of their own for a task with ``isolation="process"``
+(:mod:`echomq.worker.isolation`). A handler past its timeout is cancelled
+(async), its process killed (process), or left behind on its thread (thread:
+Python cannot stop a thread), and the attempt counts as a failure whose
+traceback is the stack where the handler was stuck. A handler whose lease is
+lost, or whose job was cancelled, is stopped the same way and nothing is
+recorded: the job is no longer this worker's to finish. ``Retry`` and
+``Unrecoverable`` (echomq.control) choose the failure's fate. Completions go
+through :mod:`.completions` (batched).
 """
 
 from __future__ import annotations
@@ -24,17 +29,19 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from echomq.control import Retry, Unrecoverable, set_current_job
 from echomq.errors import EchoMQError, JobNotFound, LeaseLost, PayloadError
 from echomq.job import Job, State, encode_payload
 from echomq.queue import Queue
 from echomq.worker.completions import CompletionBatcher
+from echomq.worker.handlers import HandlerSpec, Middleware, UnknownNames
+from echomq.worker.isolation import IsolatedFailure, run_in_process
 from echomq.worker.leases import Heartbeat
 from echomq.worker.resilience import TRANSIENT, persist
 from echomq.worker.threads import DaemonThreads
 
 log = logging.getLogger("echomq.worker")
 
-Handler = Callable[[Job], Any]
 Hook = Callable[[Job], Any]
 
 #: how long shutdown waits for cancelled handlers to unwind.
@@ -81,22 +88,15 @@ class Hooks:
             log.exception("hook %s raised for job %s", getattr(hook, "__name__", hook), job.id)
 
 
-def is_async_handler(handler: Handler) -> bool:
-    """True for ``async def`` functions (also behind functools.partial) and async __call__."""
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 (the bound method, not callability)
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Runtime:
     """What all executions of one worker run share."""
 
     queue: Queue
-    handlers: Mapping[str, Handler]
-    timeout: float | None
+    specs: Mapping[str, HandlerSpec]  # per job name: how to run it
+    middleware: tuple[Middleware, ...]
+    unknown: UnknownNames
     lease: float
-    is_async: Mapping[str, bool]  # per job name: run on the loop (else on a thread)
     hooks: Hooks
     heartbeat: Heartbeat
     completions: CompletionBatcher
@@ -115,13 +115,35 @@ class Failed:
     error: str
     traceback: str | None
     retry: bool = True
+    delay: float | None = None  # seconds before the retry; None: the queue's backoff
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """No handler here for the job's name: give it back for ``delay`` seconds."""
+
+    delay: float
 
 
 def describe(exc: BaseException) -> Failed:
     """A handler's exception as the error and traceback stored with the job."""
+    if isinstance(exc, IsolatedFailure):  # raised in the task's process: its own text
+        return Failed(exc.error[:MAX_ERROR], exc.child_traceback[-MAX_TRACEBACK:] or None)
     error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR]
     text = "".join(traceback.format_exception(exc))
     return Failed(error, text[-MAX_TRACEBACK:])
+
+
+def failure(exc: Exception, spec: HandlerSpec, job: Job) -> Failed:
+    """The failed attempt a handler's exception stands for: ``Retry`` sets the
+    delay, ``Unrecoverable`` rules out a retry, a task's backoff the default delay."""
+    described = describe(exc)
+    if isinstance(exc, Unrecoverable):
+        return Failed(described.error, described.traceback, retry=False)
+    delay = exc.delay if isinstance(exc, Retry) else None
+    if delay is None and spec.backoff is not None:
+        delay = spec.backoff.delay(max(1, job.attempts))
+    return Failed(described.error, described.traceback, delay=delay)
 
 
 class _Stored:
@@ -184,60 +206,92 @@ class Execution:
             self.job._progress_sink = None
             self.free_slot()
         if outcome is None:
+            if self.job.cancelled:
+                log.info("job %s was cancelled; its handler was stopped", self.job.id)
+                return
             log.warning("job %s: lease lost while running; outcome not recorded", self.job.id)
             await self._rt.hooks.fire(self._rt.hooks.on_stalled, self.job)
         elif isinstance(outcome, Completed):
             await self._complete(outcome.result)
+        elif isinstance(outcome, Released):
+            await self._release(outcome.delay)
         else:
             await self._fail(outcome)
 
     # -- running the handler -----------------------------------------------
-    async def _outcome(self) -> Completed | Failed:
-        handler = self._rt.handlers.get(self.job.name)
-        if handler is None:
-            known = ", ".join(sorted(self._rt.handlers)) or "(none)"
+    async def _outcome(self) -> Completed | Failed | Released:
+        spec = self._rt.specs.get(self.job.name)
+        if spec is None:
+            return self._unknown()
+        self.job._progress_sink = self._report_progress
+        set_current_job(self.job)  # this task's context (and its threads')
+        if spec.timeout is None:  # no timer to arm
+            try:
+                return Completed(await self._guarded(spec))
+            except Exception as exc:
+                return failure(exc, spec, self.job)
+        deadline = asyncio.timeout(spec.timeout)
+        try:
+            async with deadline:
+                result = await self._guarded(spec)
+        except TimeoutError as exc:
+            if deadline.expired():
+                return self._timed_out(exc, spec)
+            return failure(exc, spec, self.job)
+        except Exception as exc:
+            return failure(exc, spec, self.job)
+        return Completed(result)
+
+    def _unknown(self) -> Released | Failed:
+        unknown, job = self._rt.unknown, self.job
+        if unknown.too_old(job):
+            known = ", ".join(sorted(self._rt.specs)) or "(none)"
             return Failed(
-                f"no handler for job name {self.job.name!r}; this worker handles: {known}",
+                f"no handler for job name {job.name!r} within {unknown.dead_after:g} s of its "
+                f"creation; workers that saw it handle: {known}",
                 None,
                 retry=False,
             )
-        self.job._progress_sink = self._report_progress
-        if self._rt.timeout is None:  # no timer to arm
-            try:
-                return Completed(await self._call(handler))
-            except Exception as exc:
-                return describe(exc)
-        deadline = asyncio.timeout(self._rt.timeout)
-        try:
-            async with deadline:
-                result = await self._call(handler)
-        except TimeoutError as exc:
-            return self._timed_out(exc) if deadline.expired() else describe(exc)
-        except Exception as exc:
-            return describe(exc)
-        return Completed(result)
+        unknown.log_once(job, self._rt.specs)
+        return Released(unknown.delay)
 
-    async def _call(self, handler: Handler) -> Any:
-        if self._rt.is_async[self.job.name]:
-            result = await handler(self.job)
+    def _guarded(self, spec: HandlerSpec) -> Awaitable[Any]:
+        """The handler call inside the middleware, the first listed outermost."""
+        middleware = self._rt.middleware
+        if not middleware:
+            return self._call(spec)
+        job = self.job
+
+        def link(index: int) -> Callable[[], Awaitable[Any]]:
+            if index == len(middleware):
+                return lambda: self._call(spec)
+            return lambda: middleware[index](job, link(index + 1))
+
+        return link(0)()
+
+    async def _call(self, spec: HandlerSpec) -> Any:
+        if spec.is_async:
+            result = await spec.call(self.job)
+        elif spec.task is not None and spec.isolation == "process":
+            result = await run_in_process(spec.task, self.job, self._rt.threads, self._rt.loop)
         else:
             result = await asyncio.wrap_future(
-                self._rt.threads.submit(partial(self._in_thread, handler)), loop=self._rt.loop
+                self._rt.threads.submit(partial(self._in_thread, spec.call)), loop=self._rt.loop
             )
         if inspect.isawaitable(result):  # a plain callable that returned a coroutine
             result = await result
         return result
 
-    def _in_thread(self, handler: Handler) -> Any:
+    def _in_thread(self, handler: Callable[[Job], Any]) -> Any:
         self._thread = threading.get_ident()
         try:
             return handler(self.job)
         finally:
             self._thread = None
 
-    def _timed_out(self, exc: TimeoutError) -> Failed:
+    def _timed_out(self, exc: TimeoutError, spec: HandlerSpec) -> Failed:
         where = self._thread_stack()
-        if where is None:  # async: the cancellation's traceback shows where it was stuck
+        if where is None:  # async or process: the cancellation's traceback
             where = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK:]
         else:
             log.warning(
@@ -245,11 +299,13 @@ class Execution:
                 "is left to finish on its own",
                 self.job.id,
             )
+        stopped = "; its process was killed" if spec.isolation == "process" else ""
         error = (
             f"{HandlerTimeout.__name__}: handler for {self.job.name!r} ran longer than its timeout "
-            f"of {self._rt.timeout:g} s"
+            f"of {spec.timeout:g} s{stopped}"
         )
-        return Failed(error, where)
+        delay = spec.backoff.delay(max(1, self.job.attempts)) if spec.backoff else None
+        return Failed(error, where, delay=delay)
 
     def _thread_stack(self) -> str | None:
         frame = sys._current_frames().get(self._thread) if self._thread else None
@@ -300,7 +356,13 @@ class Execution:
         job, rt = self.job, self._rt
         try:
             state = await persist(
-                lambda: rt.queue.fail(job, failed.error, failed.traceback, retry=failed.retry),
+                lambda: rt.queue.fail(
+                    job,
+                    failed.error,
+                    failed.traceback,
+                    retry=failed.retry,
+                    retry_delay=failed.delay,
+                ),
                 patience=rt.lease,
                 what=f"job {job.id}: fail",
             )
@@ -331,6 +393,17 @@ class Execution:
             )
         await rt.hooks.fire(rt.hooks.on_failed, job)
         await rt.hooks.fire(rt.hooks.on_dead if state is State.DEAD else rt.hooks.on_retried, job)
+
+    async def _release(self, delay: float) -> None:
+        job, rt = self.job, self._rt
+        try:
+            await persist(
+                lambda: rt.queue.release(job, delay),
+                patience=rt.lease,
+                what=f"job {job.id}: release",
+            )
+        except NOT_RECORDED as exc:
+            await self._not_recorded(exc)
 
     async def _not_recorded(self, exc: BaseException) -> None:
         if isinstance(exc, LeaseLost):

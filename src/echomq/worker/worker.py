@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TypeVar
 
 from echomq import connection
@@ -38,22 +38,25 @@ from echomq.options import (
     MAX_LEASE,
     check_int,
     check_seconds,
+    check_weight,
 )
 from echomq.queue import Queue
 from echomq.worker.completions import CompletionBatcher
-from echomq.worker.executor import (
-    CANCEL_GRACE,
-    Execution,
-    Handler,
-    Hook,
-    Hooks,
-    Runtime,
-    is_async_handler,
-)
+from echomq.worker.executor import CANCEL_GRACE, Execution, Hook, Hooks, Runtime
 from echomq.worker.fetcher import Fetcher
+from echomq.worker.handlers import (
+    DEFAULT_UNKNOWN_DEAD_AFTER,
+    DEFAULT_UNKNOWN_DELAY,
+    Handlers,
+    Middleware,
+    UnknownNames,
+    build_specs,
+    check_middleware,
+)
 from echomq.worker.leases import Heartbeat
 from echomq.worker.maintenance import Maintenance
 from echomq.worker.resilience import TRANSIENT, Pauses
+from echomq.worker.slots import SlotPool
 from echomq.worker.threads import DaemonThreads
 
 T = TypeVar("T")
@@ -70,13 +73,25 @@ MAX_DEFAULT_MAINTENANCE = 5.0
 
 
 class Worker:
-    """Runs the jobs of one queue with async or sync handlers (docs/design.md §6).
+    """Runs the jobs of one queue, or several, with async or sync handlers (docs/worker.md).
 
-    ``handlers`` maps job names to callables taking a :class:`Job`; ``async
-    def`` handlers run on the event loop, others on threads. A handler's
-    return value is the job's result; an exception fails the attempt (retried
-    with the queue's backoff until ``max_attempts``, then dead, with its
-    traceback kept). A job whose name has no handler is dead at once.
+    ``handlers`` is a list of tasks (``@q.task``) or a mapping of job names to
+    callables taking a :class:`Job`; ``async def`` handlers run on the event
+    loop, others on threads (or a process: a task's ``isolation``). A
+    handler's return value is the job's result; an exception fails the
+    attempt (retried with the task's or queue's backoff until
+    ``max_attempts``, then dead, with its traceback kept; ``Retry`` and
+    ``Unrecoverable`` decide otherwise). ``middleware`` wraps every handler
+    call, the first listed outermost (echomq.worker.handlers.Middleware).
+
+    A job whose name no handler here knows is released for ``unknown_delay``
+    seconds (logged once per name), and dead once it is ``unknown_dead_after``
+    seconds old: a worker of an older release does not kill a new job type.
+
+    ``queue`` may be a list of queues, each with its own claims, heartbeat and
+    maintenance: each is guaranteed a share of ``concurrency`` by
+    ``weights`` (one int per queue, default equal; at least one slot each),
+    and a queue without backlog lends its unused share (echomq.worker.slots).
 
     ``lease`` seconds is the lease of each claimed job, renewed every
     ``heartbeat`` seconds (default lease/3) while its handler runs;
@@ -88,8 +103,8 @@ class Worker:
 
     def __init__(
         self,
-        queue: Queue,
-        handlers: Mapping[str, Handler],
+        queue: Queue | Sequence[Queue],
+        handlers: Handlers,
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         lease: float = DEFAULT_LEASE,
@@ -102,10 +117,15 @@ class Worker:
         on_dead: Hook | None = None,
         on_stalled: Hook | None = None,
         maintenance_interval: float | None = None,
+        middleware: Iterable[Middleware] = (),
+        unknown_delay: float = DEFAULT_UNKNOWN_DELAY,
+        unknown_dead_after: float = DEFAULT_UNKNOWN_DEAD_AFTER,
+        weights: Sequence[int] | None = None,
     ) -> None:
-        self.queue = queue
-        self.handlers = _check_handlers(handlers)
+        self.queues = _check_queues(queue)
+        self.queue = self.queues[0]
         self.concurrency = check_int("concurrency", concurrency, 1, MAX_CLAIM)
+        self.shares = _shares(self.concurrency, self.queues, weights)
         self.lease = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
         self.timeout = (
             None
@@ -125,25 +145,33 @@ class Worker:
                 "maintenance_interval", maintenance_interval, 0.0, self.lease, open_low=True
             )
         )
+        self.specs = build_specs(handlers, self.timeout)
+        self.handlers = {name: spec.call for name, spec in self.specs.items()}
+        self.middleware = check_middleware(middleware)
+        self.unknown = UnknownNames(unknown_delay, unknown_dead_after)
         self.hooks = Hooks(on_completed, on_failed, on_retried, on_dead, on_stalled)
-        self._session: _Session | None = None
+        self._sessions: list[_Session] = []
         self._stop_early: bool | None = None  # stop() before run(): None, or immediate?
 
     @property
+    def _session(self) -> _Session | None:
+        return self._sessions[0] if self._sessions else None
+
+    @property
     def running(self) -> bool:
-        return self._session is not None
+        return bool(self._sessions)
 
     @property
     def idle(self) -> bool:
-        """True while the worker is blocked on the doorbell, waiting for work."""
-        return self._session is not None and self._session.fetcher.idle
+        """True while the worker is blocked on the doorbell of every queue, waiting for work."""
+        return bool(self._sessions) and all(s.fetcher.idle for s in self._sessions)
 
     @property
     def in_flight(self) -> int:
         """How many jobs this worker holds right now: running, or finished and
         being recorded (at most ``2 × concurrency``; at most ``concurrency``
         handlers run at once)."""
-        return 0 if self._session is None else len(self._session.executions)
+        return sum(len(s.executions) for s in self._sessions)
 
     def stop(self, *, immediate: bool = False) -> None:
         """Ask ``run()`` to stop: gracefully, or ``immediate`` (skip the grace period).
@@ -151,46 +179,54 @@ class Worker:
         Safe to call from any thread; before ``run()`` starts, the next run
         stops as soon as it has started.
         """
-        session = self._session
-        if session is None:
+        sessions = list(self._sessions)
+        if not sessions:
             self._stop_early = immediate or bool(self._stop_early)
             return
+        loop = sessions[0].loop
         try:
-            on_loop = asyncio.get_running_loop() is session.loop
+            on_loop = asyncio.get_running_loop() is loop
         except RuntimeError:
             on_loop = False
-        if on_loop:
-            session.request_stop(immediate)
-        else:
-            session.loop.call_soon_threadsafe(session.request_stop, immediate)
+        for session in sessions:
+            if on_loop:
+                session.request_stop(immediate)
+            else:
+                loop.call_soon_threadsafe(session.request_stop, immediate)
 
     async def run(self, *, install_signals: bool = True) -> None:
         """Serve the queue until stopped (SIGINT/SIGTERM when ``install_signals``, or stop())."""
-        if self._session is not None:
+        if self._sessions:
             raise RuntimeError("this Worker is already running")
         loop = asyncio.get_running_loop()
-        await self._connect()
-        session = self._session = _Session(self, loop)
+        for queue in self.queues:  # connect (and maybe start the embedded server) first
+            await self._connect(queue)
+        self._sessions = [
+            _Session(self, queue, share, loop)
+            for queue, share in zip(self.queues, self.shares, strict=True)
+        ]
         if self._stop_early is not None:
-            session.request_stop(self._stop_early)
+            for session in self._sessions:
+                session.request_stop(self._stop_early)
             self._stop_early = None
         signals = self._install_signals(loop) if install_signals else []
+        names = ", ".join(q.name for q in self.queues)
         log.info(
             "worker on queue %s: concurrency %d, lease %.1f s, handlers %s",
-            self.queue.name,
+            names,
             self.concurrency,
             self.lease,
             ", ".join(sorted(self.handlers)),
         )
         try:
-            await session.serve()
+            await _serve_all(self._sessions)
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
-            self._session = None
-        log.info("worker on queue %s stopped", self.queue.name)
+            self._sessions = []
+        log.info("worker on queue %s stopped", names)
 
-    async def _connect(self) -> None:
+    async def _connect(self, queue: Queue) -> None:
         """Connect (maybe starting the embedded server) and greet the server first.
 
         A server that cannot be reached yet is a transient error like any later
@@ -199,11 +235,11 @@ class Worker:
         pauses = Pauses()
         while self._stop_early is None:
             try:
-                await self.queue.client()
+                await queue.client()
                 return
             except TRANSIENT as exc:
                 pause = pauses.next()
-                log.warning("queue %s: %s; retrying in %.2f s", self.queue.name, exc, pause)
+                log.warning("queue %s: %s; retrying in %.2f s", queue.name, exc, pause)
                 await asyncio.sleep(pause)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
@@ -228,30 +264,81 @@ class Worker:
         self.stop(immediate=again)
 
 
-def _check_handlers(handlers: Mapping[str, Handler]) -> dict[str, Handler]:
-    if not isinstance(handlers, Mapping) or not handlers:
-        raise InvalidOption("handlers must be a non-empty mapping of job name -> callable")
-    for name, handler in handlers.items():
-        if not isinstance(name, str) or not callable(handler):
-            raise InvalidOption(
-                f"handler for {name!r} must be a callable keyed by a job name "
-                f"string, got {handler!r}"
-            )
-    return dict(handlers)
+def _check_queues(queue: Queue | Sequence[Queue]) -> list[Queue]:
+    queues = [queue] if isinstance(queue, Queue) else list(queue)
+    if not queues or not all(isinstance(q, Queue) for q in queues):
+        raise InvalidOption("queue must be a Queue or a non-empty list of Queue objects")
+    names = [q.name for q in queues]
+    if len(set(names)) != len(names):
+        raise InvalidOption(f"queues {names} repeat a name; give each queue once")
+    return queues
+
+
+def _shares(concurrency: int, queues: list[Queue], weights: Sequence[int] | None) -> list[int]:
+    """Each queue's slots: ``concurrency`` split by weight, at least one each."""
+    if weights is None:
+        weights = [1] * len(queues)
+    weights = [check_weight(w) for w in weights]
+    if len(weights) != len(queues):
+        raise InvalidOption(f"weights: {len(weights)} given for {len(queues)} queue(s)")
+    if concurrency < len(queues):
+        raise InvalidOption(
+            f"concurrency {concurrency} is below the number of queues ({len(queues)}): "
+            "each queue needs a slot"
+        )
+    total = sum(weights)
+    shares = [max(1, concurrency * w // total) for w in weights]
+    for i in sorted(range(len(shares)), key=lambda i: -weights[i]):  # the rest, heaviest first
+        if sum(shares) >= concurrency:
+            break
+        shares[i] += 1
+    while sum(shares) > concurrency:  # the at-least-one rule overshot: take from the largest
+        shares[shares.index(max(shares))] -= 1
+    return shares
+
+
+async def _serve_all(sessions: list[_Session]) -> None:
+    """Serve every queue's session until all have stopped. One failing stops the
+    others gracefully; ``run()`` cancelled cancels them all (an immediate stop)."""
+    if len(sessions) == 1:
+        await sessions[0].serve()
+        return
+    pool = SlotPool(sessions[0].worker.concurrency, sessions, sessions[0].worker.shares)
+    for session in sessions:
+        session.pool = pool
+    tasks = [asyncio.ensure_future(s.serve()) for s in sessions]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
+    for session in sessions:
+        session.request_stop(immediate=False)
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
 
 class _Session:
-    """One call of ``Worker.run``: the jobs it holds and the loops that serve them."""
+    """One queue of one call of ``Worker.run``: the jobs it holds and the loops that serve them."""
 
-    def __init__(self, worker: Worker, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, worker: Worker, queue: Queue, concurrency: int, loop: asyncio.AbstractEventLoop
+    ) -> None:
         self.worker = worker
+        self.queue = queue
+        self.concurrency = concurrency
         self.loop = loop
         self.stopping = asyncio.Event()
         self.immediate = asyncio.Event()
         self.executions: dict[str, Execution] = {}
         self.handling = 0  # executions whose handler has not finished
+        self.reserved = 0  # slots the claim in flight may fill
+        self.pool: SlotPool | None = None  # slots shared with other queues (Worker([q1, q2]))
         self.slot_freed = asyncio.Event()
-        queue = worker.queue
         self.maintenance = Maintenance(queue, worker.maintenance_interval)
         self.fetcher = Fetcher(
             queue, lease=worker.lease, maintenance=self.maintenance, worker_id=uuid.uuid4().hex
@@ -261,14 +348,14 @@ class _Session:
         self.heartbeat = Heartbeat(
             queue, lease=worker.lease, interval=worker.heartbeat, on_lost=self._lease_lost
         )
-        self.threads = DaemonThreads(keep=worker.concurrency)
+        self.threads = DaemonThreads(keep=concurrency)
         self.completions = CompletionBatcher(queue)
         self.runtime = Runtime(
             queue,
-            worker.handlers,
-            worker.timeout,
+            worker.specs,
+            worker.middleware,
+            worker.unknown,
             worker.lease,
-            {name: is_async_handler(h) for name, h in worker.handlers.items()},
             worker.hooks,
             self.heartbeat,
             self.completions,
@@ -303,7 +390,7 @@ class _Session:
         try:
             await self._fetch_until_stopped()
         except Exception:  # not a server hiccup (those are retried): stop, but cleanly
-            log.exception("queue %s: claiming failed; the worker stops", self.worker.queue.name)
+            log.exception("queue %s: claiming failed; the worker stops", self.queue.name)
             self.request_stop(immediate=False)
             await self._drain()
             raise
@@ -320,7 +407,7 @@ class _Session:
                 if await self._restart_embedded():
                     continue
                 pause = pauses.next()
-                log.warning("queue %s: %s; retrying in %.2f s", self.worker.queue.name, exc, pause)
+                log.warning("queue %s: %s; retrying in %.2f s", self.queue.name, exc, pause)
                 await _until(asyncio.sleep(pause), self.stopping)
 
     async def _restart_embedded(self) -> bool:
@@ -349,18 +436,33 @@ class _Session:
         # a slot is a running handler: a job whose outcome is still being
         # recorded holds none, so the next claim overlaps that round trip (at
         # most `concurrency` such jobs wait on top, so nothing piles up)
-        concurrency = self.worker.concurrency
-        free = concurrency - self.handling
-        if free <= 0 or len(self.executions) >= 2 * concurrency:
+        pool = self.pool
+        if pool is None:
+            free = self.concurrency - self.handling
+            if len(self.executions) >= 2 * self.concurrency:
+                free = 0
+        else:
+            free = pool.free_for(self)
+        if free <= 0:
             self.slot_freed.clear()
             await _until(self.slot_freed.wait(), self.stopping)
             return
         # a claim is not interrupted by a graceful stop: its jobs would be leased
         # to nobody until their leases expired
         if self._short:
-            jobs = await self._wait_and_claim(free)
+            # sharing slots with other queues, an idle queue holds one in reserve
+            free = free if pool is None else 1
+            self.reserved = free
+            try:
+                jobs = await self._wait_and_claim(free)
+            finally:
+                self.reserved = 0
         else:
-            jobs = await _until(self.fetcher.claim(free), self.immediate)
+            self.reserved = free
+            try:
+                jobs = await _until(self.fetcher.claim(free), self.immediate)
+            finally:
+                self.reserved = 0
         if jobs is None:
             return
         if self.stopping.is_set():  # claimed as the stop came: give them back at once
@@ -368,7 +470,10 @@ class _Session:
             return
         for job in jobs:
             self._start(job)
+        lent_before = self._short
         self._short = len(jobs) < free
+        if pool is not None and self._short and not lent_before:
+            pool.notify()  # this queue has no backlog: its unused slots may be borrowed
 
     async def _wait_and_claim(self, free: int) -> list[Job] | None:
         """The fetcher's wait; a stop rings this worker's own stop bell to end it
@@ -386,7 +491,7 @@ class _Session:
             try:
                 await self.fetcher.interrupt()
             except TRANSIENT as exc:
-                log.warning("queue %s: could not end the wait: %s", self.worker.queue.name, exc)
+                log.warning("queue %s: could not end the wait: %s", self.queue.name, exc)
             await asyncio.wait({wait}, timeout=INTERRUPT_TIMEOUT)
             if not wait.done():  # the server does not answer: give up on the wait (a
                 wait.cancel()  # job its claim took, if any, returns when its lease ends)
@@ -399,15 +504,27 @@ class _Session:
         self.executions[job.id] = execution
         execution.task.add_done_callback(lambda task: self._finished(job.id, task))
 
+    @property
+    def lends(self) -> bool:
+        """No backlog here (the last claim came back short): other queues of this
+        worker may borrow the unused slots (echomq.worker.slots)."""
+        return self._short
+
     def _handler_done(self) -> None:
         self.handling -= 1
-        self.slot_freed.set()
+        self._slot_freed()
+
+    def _slot_freed(self) -> None:
+        if self.pool is None:
+            self.slot_freed.set()
+        else:
+            self.pool.notify()
 
     def _finished(self, job_id: str, task: asyncio.Task[None]) -> None:
         execution = self.executions.pop(job_id, None)
         if execution is not None:
             execution.free_slot()  # a task cancelled before its handler began
-        self.slot_freed.set()
+        self._slot_freed()
         if not task.cancelled() and task.exception() is not None:
             log.error("job %s: unexpected error in the worker", job_id, exc_info=task.exception())
 
@@ -442,7 +559,7 @@ class _Session:
 
     async def _release(self, job: Job) -> None:
         try:
-            await self.worker.queue.release(job)
+            await self.queue.release(job)
         except (LeaseLost, JobNotFound):
             pass  # finished, expired or removed meanwhile: nothing to give back
         except TRANSIENT as exc:

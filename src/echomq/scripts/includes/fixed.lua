@@ -54,4 +54,4 @@ local OPT = {
 }
 
 -- return codes (errors.SCRIPT_ERRORS)
-local E_NOT_FOUND, E_LEASE_LOST, E_ORDERING = -1, -2, -3
+local E_NOT_FOUND, E_LEASE_LOST, E_ORDERING, E_CANCELLED = -1, -2, -3, -4

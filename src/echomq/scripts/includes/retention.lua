@@ -75,3 +75,18 @@ local function drop_job(id, idem)
   if idem and idem.owned then redis.call("DEL", idem_key(idem.key)) end
   redis.call("DEL", job_key(id))
 end
+
+-- Send one job to dead now, with ``err`` (cancel, a job past its expiry): reads
+-- its idempotency key and the dead set's pruning, then writes. Called in a
+-- script's write phase it reads after earlier writes: cancel() and expiry are
+-- the documented exceptions to read-before-write (docs/lifecycle.md).
+local function bury(id, now, err)
+  local jk = job_key(id)
+  local key = read_key("HGET", jk, "k")
+  if key then read_key("EXISTS", idem_key(key)) end
+  local victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
+  redis.call("HSET", jk, "s", "dead", "f", fmt(now), "e", err)
+  expire_idem(key, OPT.keep_dead_ms)
+  redis.call("ZADD", K_DEAD, fmt(now), id)
+  apply_prune(K_DEAD, victims)
+end

@@ -1,0 +1,57 @@
+-- cancel: take a job out of the queue's hands. A job not started yet
+-- (waiting, delayed, retry pending) is removed; a running (active) job is
+-- taken from its lease holder, whose next heartbeat hears E_CANCELLED and
+-- stops the handler, and goes dead or back to waiting as the caller chose.
+--
+-- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     job id
+-- ARGV[8]     what a running job becomes: "dead" | "retry" (a retry that
+--             fires when the cancelled lease would have ended, by which time
+--             the holder's heartbeat has stopped the handler; the attempt
+--             counts)
+--
+-- Returns: "removed" (it had not started), "stopped" (it was running),
+--          "finished" (completed or dead already: nothing changed), or
+--          E_NOT_FOUND (-1).
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include lanes
+-- @include retention
+
+local id, running_to = ARGV[7], ARGV[8]
+local jk = job_key(id)
+local f = redis.call("HMGET", jk, "s", "g", "l", "cl")
+if not f[1] then return E_NOT_FOUND end
+local state, lane = f[1], f[2] or ""
+if state == "completed" or state == "dead" then return "finished" end
+local idem = state ~= "active" and read_idem(id)
+local now = now_ms()
+if state == "active" then
+  redis.call("ZREM", K_ACTIVE, id)
+  -- the lease that ran it: its heartbeat is told it was cancelled, not lost
+  redis.call("HSET", jk, "cx", f[4] or "")
+  if running_to == "retry" then
+    local fire = fmt(math.max(now, tonumber(f[3] or "0")))
+    ring_if_earliest(fire)
+    redis.call("HSET", jk, "s", "failed", "at", fire, "e", "Cancelled: retried after the run stops")
+    redis.call("ZADD", K_DELAYED, fire, id)
+    redis.call("ZADD", K_RETRYING, fire, id)
+  else
+    bury(id, now, "Cancelled: stopped by cancel() while it ran")
+  end
+  return "stopped"
+end
+if state == "waiting" then
+  local lk = lane_key(lane)
+  if redis.call("ZREM", lk, id) == 1 then
+    waiting_delta = waiting_delta - 1
+    if redis.call("ZCARD", lk) == 0 then leave_ring(lane) end
+  end
+end
+redis.call("ZREM", K_DELAYED, id)
+redis.call("ZREM", K_RETRYING, id)
+drop_job(id, idem)
+flush_waiting()
+return "removed"

@@ -1,0 +1,51 @@
+"""Tasks the isolation tests run in processes of their own: the child process
+imports this module to find them (so they live at a module's top level)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from echomq import Backoff, SyncQueue, current_job
+
+# never connected here: the tests enqueue these tasks through their own queues
+tasks = SyncQueue("isolated-tasks")
+
+
+@tasks.task(timeout=2.0, isolation="process", max_attempts=2, backoff=Backoff(base=0, jitter=0))
+def stuck_once(record: str) -> str:
+    """Attempt 1 hangs (until its process is killed at the timeout); attempt 2
+    writes down whether attempt 1's process is still alive, then succeeds."""
+    job, log = current_job(), Path(record)
+    with log.open("a") as f:
+        f.write(f"start {job.attempts} {os.getpid()}\n")
+    if job.attempts == 1:
+        time.sleep(60)
+        with log.open("a") as f:
+            f.write("end 1\n")  # never written: the process dies first
+        return "first"
+    first = next(
+        line.split()[2] for line in log.read_text().splitlines() if line.startswith("start 1")
+    )
+    with log.open("a") as f:
+        f.write(f"first-alive {pid_alive(int(first))}\n")
+    return "second"
+
+
+@tasks.task(isolation="process")
+def add_in_process(a: int, b: int) -> dict[str, int]:
+    return {"sum": a + b, "pid": os.getpid()}
+
+
+@tasks.task(isolation="process")
+def fails_in_process() -> None:
+    raise ValueError("bad input in the child")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
