@@ -164,15 +164,20 @@ class EchoGroup(click.Group):
             raise user_error(exc) from None
 
 
-def queue_options(func: F) -> F:
-    """Add ``--queue/-q`` and ``--url`` to a command (in that order in its help)."""
-    func = click.option(
+def url_option(func: F) -> F:
+    """Add ``--url`` (or ECHOMQ_URL; default: the embedded Valkey) to a command."""
+    return click.option(
         "--url",
         envvar="ECHOMQ_URL",
         show_envvar=True,
         metavar="URL",
         help="Server url (redis://, rediss://, unix://); default: the embedded Valkey.",
     )(func)
+
+
+def queue_options(func: F) -> F:
+    """Add ``--queue/-q`` and ``--url`` to a command (in that order in its help)."""
+    func = url_option(func)
     func = click.option(
         "--queue",
         "-q",

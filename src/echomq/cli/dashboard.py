@@ -21,7 +21,7 @@ import click
 from click.core import ParameterSource
 
 from echomq import connection
-from echomq.cli.common import CONTEXT_SETTINGS, fail
+from echomq.cli.common import CONTEXT_SETTINGS, fail, url_option
 from echomq.web import LOOPBACK_HOSTS, TOKEN_ENV
 
 #: where a --token given in argv comes from (click's parameter source)
@@ -70,13 +70,7 @@ def read_token_file(path: Path) -> str:
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.option(
-    "--url",
-    envvar="ECHOMQ_URL",
-    show_envvar=True,
-    metavar="URL",
-    help="Server url (redis://, rediss://, unix://); default: the embedded Valkey.",
-)
+@url_option
 @click.option(
     "--queue",
     "-q",

@@ -30,6 +30,7 @@ from echomq.cli.common import (
     plain_table,
     queue_options,
     short_when,
+    url_option,
 )
 from echomq.job import Job
 from echomq.keys import META_PATTERN, queue_of_meta
@@ -178,13 +179,7 @@ def queues_table(rows: list[QueueStats]) -> list[str]:
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @json_option
-@click.option(
-    "--url",
-    envvar="ECHOMQ_URL",
-    show_envvar=True,
-    metavar="URL",
-    help="Server url (redis://, rediss://, unix://); default: the embedded Valkey.",
-)
+@url_option
 def queues(as_json: bool, url: str | None) -> None:
     """Every queue on the server: counts by state, lanes, paused, last activity.
 
