@@ -128,7 +128,7 @@ def _prune_to_baseline(url: str, client: redis.Redis, queue: str) -> set[str]:
     with SyncQueue(
         queue, url, keep_completed=0, keep_completed_age=0.0, keep_dead=0, keep_dead_age=0.0
     ) as pruner:
-        for _ in range(10 + SOAK_JOBS // 500):
+        for _ in range(10 + SOAK_JOBS // 100):  # 250 a set and call (includes/retention.lua)
             if pruner.maintain().pruned == 0:
                 break
     return {str(k) for k in client.scan_iter(match=QueueKeys(queue).prefix + "*", count=1000)}
