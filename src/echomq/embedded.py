@@ -49,11 +49,8 @@ from pathlib import Path
 from typing import TypedDict
 from urllib.parse import quote
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from echomq.errors import ServerError
+from echomq.sending import probes
 
 __all__ = [
     "HOME_ENV",
@@ -323,13 +320,7 @@ class EmbeddedServer:
 
     def _send_shutdown(self) -> bool:
         """Ask for a clean shutdown over the socket; False if it could not be asked."""
-        try:
-            with self._probe_client() as client:
-                client.ping()  # shutdown() alone takes "cannot connect" for success
-                client.shutdown()  # returns when the server closes the connection
-        except (redis.RedisError, OSError):
-            return False
-        return True
+        return probes.shutdown(str(self.socket_path))
 
     def _remove_runtime_files(self) -> None:
         """Remove the socket and pid file a dead server left behind."""
@@ -339,16 +330,6 @@ class EmbeddedServer:
                 path.unlink()
 
     # -- probes ------------------------------------------------------------
-
-    def _probe_client(self) -> redis.Redis:
-        """A client with short timeouts and no retries: probes must answer at once."""
-        return redis.Redis(
-            unix_socket_path=str(self.socket_path),
-            socket_timeout=_PROBE_TIMEOUT,
-            socket_connect_timeout=_PROBE_TIMEOUT,
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=True,
-        )
 
     def _socket_ready(self) -> bool:
         """True if the socket exists; ServerError if another uid owns it (never used)."""
@@ -365,26 +346,14 @@ class EmbeddedServer:
 
     def _answers(self) -> bool:
         """True if the server answers PING (a server still loading its AOF does not)."""
-        if not self._socket_ready():
-            return False
-        try:
-            with self._probe_client() as client:
-                return bool(client.ping())
-        except (redis.RedisError, OSError):
-            return False
+        return self._socket_ready() and probes.answers(str(self.socket_path))
 
     def _info(self) -> dict[str, str] | None:
         """INFO server + memory as strings, or None if the server does not answer."""
         if not self._socket_ready():
             return None
-        try:
-            with self._probe_client() as client:
-                # raw text: redis-py's parsed INFO turns a version like "9.0" into a float
-                client.set_response_callback("INFO", _raw_reply)
-                text = str(client.execute_command("INFO", "server", "memory"))
-        except (redis.RedisError, OSError):
-            return None
-        return _parse_info(text)
+        text = probes.info_text(str(self.socket_path), "server", "memory")
+        return None if text is None else _parse_info(text)
 
     def _server_pid(self) -> int | None:
         """The pid of the running server: from INFO if it answers, else the pid file."""
@@ -454,11 +423,6 @@ def _make_socket_dir(path: Path) -> None:
             f"refusing to put the socket in {path}: it must be a directory owned by "
             f"uid {os.getuid()} with mode 0700"
         )
-
-
-def _raw_reply(response: object, **options: object) -> object:
-    """A redis-py response callback that leaves the reply as the server sent it."""
-    return response
 
 
 def _int_or_none(value: str | None) -> int | None:

@@ -22,6 +22,7 @@ from click.core import ParameterSource
 
 from echomq import connection
 from echomq.cli.common import CONTEXT_SETTINGS, fail, url_option
+from echomq.sending import probes
 from echomq.web import LOOPBACK_HOSTS, TOKEN_ENV
 
 #: where a --token given in argv comes from (click's parameter source)
@@ -139,11 +140,7 @@ def dashboard(
     from echomq.web.app import create_app
 
     resolved = connection.resolve_url(url)  # keeps redis+cluster:// for create_app
-    probe = connection.sync_client(resolved)
-    try:
-        probe.ping()  # an unreachable server: one line, exit 1 (EchoGroup)
-    finally:
-        probe.close()
+    probes.ping(resolved)  # an unreachable server: one line, exit 1 (EchoGroup)
     check_port_free(host, port)
     loopback = is_loopback(host)
     app = create_app(
