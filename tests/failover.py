@@ -140,7 +140,10 @@ async def run_failover(
 ) -> FailoverReport:
     """Kill the primary of ``queue``'s slot under load; see the module docstring."""
     load = _Load(queue, cluster.url, durable, durable_timeout)
-    queues = [Queue(queue, cluster.url) for _ in range(workers)]
+    # a 2 s lease is shorter than a failover (about 2.5 s to promote): a job held
+    # across the outage can expire twice, which max_stalls=1 would rightly bury;
+    # the invariant check after the drain expects every surviving job completed
+    queues = [Queue(queue, cluster.url, max_stalls=10) for _ in range(workers)]
     runners = [
         Worker(q, {"tick": load.handle}, concurrency=8, lease=2.0, maintenance_interval=0.5)
         for q in queues
