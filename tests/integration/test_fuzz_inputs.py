@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from echomq import EchoMQError, Job, SyncQueue
 from echomq.cli import cli
+from keyspace import keyspace
 
 pytestmark = pytest.mark.parametrize("backend", ["valkey"], indirect=True)
 
@@ -79,22 +80,6 @@ values = st.one_of(json_values, deep, not_json)
 anything = st.one_of(st.none(), numbers, texts, json_values)
 # mostly plausible names, so that the checks after the name's are reached too
 names = st.one_of(st.text(min_size=1, max_size=20), st.sampled_from(["j", "\ud800"]), anything)
-
-
-def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
-    """Every key of the queue and its content."""
-    out: dict[str, Any] = {}
-    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
-        kind = client.type(key)
-        if kind == "hash":
-            out[key] = client.hgetall(key)
-        elif kind == "zset":
-            out[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            out[key] = client.lrange(key, 0, -1)
-        else:
-            out[key] = client.dump(key)
-    return out
 
 
 def works_or_refuses(client: redis.Redis, q: SyncQueue, call: Callable[[], object]) -> bool:

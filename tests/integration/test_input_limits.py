@@ -16,6 +16,7 @@ import redis
 
 from echomq import InvalidDelay, InvalidOption, PayloadError, SyncQueue
 from echomq.options import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES
+from keyspace import keyspace
 
 pytestmark = pytest.mark.parametrize("backend", ["valkey"], indirect=True)
 
@@ -25,22 +26,6 @@ def nested(depth: int) -> list[Any]:
     for _ in range(depth - 1):
         value = [value]
     return value
-
-
-def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
-    """Every key of the queue with its type and content: equal before and after a refusal."""
-    out: dict[str, Any] = {}
-    for key in client.scan_iter(match=f"emq:{{{queue}}}:*"):
-        kind = client.type(key)
-        if kind == "hash":
-            out[key] = client.hgetall(key)
-        elif kind == "zset":
-            out[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            out[key] = client.lrange(key, 0, -1)
-        else:
-            out[key] = client.dump(key)
-    return out
 
 
 def refused(

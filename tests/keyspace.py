@@ -1,0 +1,27 @@
+"""A queue's whole keyspace as data, to prove a refused call wrote nothing.
+
+Both the input-limit tests and the fuzz test compare a snapshot taken before
+a refusal with one taken after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+
+def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
+    """Every key of the queue with its type's content (DUMP for other types)."""
+    out: dict[str, Any] = {}
+    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
+        kind = client.type(key)
+        if kind == "hash":
+            out[key] = client.hgetall(key)
+        elif kind == "zset":
+            out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "list":
+            out[key] = client.lrange(key, 0, -1)
+        else:
+            out[key] = client.dump(key)
+    return out
