@@ -10,6 +10,8 @@ from typing import Any
 
 import redis
 
+from echomq.keys import QueueKeys
+
 
 def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
     """Every key of the queue with its type's content (DUMP for other types)."""
@@ -25,3 +27,12 @@ def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
         else:
             out[key] = client.dump(key)
     return out
+
+
+def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
+    """Make the fixed keys no script writes yet exist (settings, events, waiters),
+    as they will on a busy queue: while one declared key of a migrating slot is
+    missing, the server answers TRYAGAIN to every script before it starts."""
+    client.hset(keys.settings, "placeholder", "1")
+    client.xadd(keys.events, {"k": "placeholder"})
+    client.zadd(keys.waiters, {"job_placeholder": 2**52})

@@ -68,7 +68,7 @@ MIN_BLOCK = 0.002
 #: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
 #: traceback and progress, and cuts the error to this many bytes on the server.
 SUMMARY_ERROR_BYTES = 1024
-#: extendMany-12.lua's code for a lease that cancel() took (errors.JobCancelled).
+#: extendMany.lua's code for a lease that cancel() took (errors.JobCancelled).
 E_CANCELLED = next(code for code, exc in SCRIPT_ERRORS.items() if exc is JobCancelled)
 
 
@@ -97,7 +97,7 @@ ITEM_KEYS = frozenset({"name", "data", *JobOptions.__annotations__})
 
 @dataclass(slots=True)
 class NewJob:
-    """A job to add, checked and encoded (one entry of add-12.lua's job array)."""
+    """A job to add, checked and encoded (one entry of add.lua's job array)."""
 
     id: str
     values: list[str | int] = field(default_factory=list)
@@ -129,7 +129,7 @@ def _jobs(reply: Sequence[Sequence[str]]) -> list[Job]:
 
 
 def _claimed(reply: Sequence[Any]) -> list[Job]:
-    """Jobs from claim-12.lua's reply: deadline, claim time, then one row per job."""
+    """Jobs from claim.lua's reply: deadline, claim time, then one row per job."""
     if not reply:
         return []
     deadline, claimed_at = ms_to_datetime(str(reply[0])), ms_to_datetime(str(reply[1]))

@@ -34,7 +34,7 @@ class State(StrEnum):
     DEAD = "dead"
 
 
-#: every state's name, in the order of ``State`` (stats-12.lua counts them in this order).
+#: every state's name, in the order of ``State`` (stats.lua counts them in this order).
 LISTED_STATES: tuple[str, ...] = tuple(state.value for state in State)
 
 
@@ -200,7 +200,7 @@ class Job:
     def from_claim(
         cls, row: Sequence[Any], deadline: datetime | None, claimed_at: datetime | None
     ) -> Job:
-        """Build a just-claimed Job from one claim-12.lua row: the id, then the
+        """Build a just-claimed Job from one claim.lua row: the id, then the
         fields n d p g a m sc c e tb st k at pg cl x h in that order (None = unset).
 
         Runs once per claimed job: positional, with no dict built."""

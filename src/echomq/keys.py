@@ -128,6 +128,22 @@ class QueueKeys:
         """list: a one-element doorbell that idle workers block on."""
         return self._part("wake")
 
+    @property
+    def settings(self) -> str:
+        """hash: the queue's stored settings (``configure``); absent fields take the
+        client's defaults."""
+        return self._part("settings")
+
+    @property
+    def events(self) -> str:
+        """stream: the queue's capped event log."""
+        return self._part("events")
+
+    @property
+    def waiters(self) -> str:
+        """zset: job ids a client waits on (``wait``), scored by the wait's deadline (ms)."""
+        return self._part("waiters")
+
     # data-dependent keys (built by includes/keys.lua on the server)
     def job(self, job_id: str) -> str:
         return self._part("job:" + job_id)
@@ -158,4 +174,7 @@ class QueueKeys:
             self.completed,
             self.dead,
             self.wake,
+            self.settings,
+            self.events,
+            self.waiters,
         ]

@@ -2,7 +2,7 @@
 
 - Commands are packed by hiredis (C) instead of redis-py's pure-Python
   ``pack_command`` on the asyncio side, which was the largest client cost of
-  a script call (every call sends the queue's twelve keys and its option
+  a script call (every call sends the queue's fixed keys and its option
   block). The bytes on the wire are the same.
 - A pooled connection the server (or a proxy) closed while it sat idle is
   replaced before the next command is written to it, so that command runs

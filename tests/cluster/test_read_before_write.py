@@ -7,7 +7,7 @@ if it had written anything before, the queue would be left half-changed
 (issue 13: a claim popped jobs from their lane, then failed on a moved job
 hash, and the jobs were in no set at all).
 
-How: on a cluster of three primaries, a busy queue whose twelve fixed keys
+How: on a cluster of three primaries, a busy queue whose fixed keys
 all exist (so the server's own entry check, which answers TRYAGAIN while a
 declared key is missing, lets the script start) has its slot put into
 MIGRATING / IMPORTING and one data-dependent key (a job hash, a lane, an
@@ -29,6 +29,7 @@ import redis
 from echomq import SyncQueue
 from echomq.call import Call
 from echomq.job import Job
+from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
 from servers import PrivateServer, server_binary
 
@@ -57,7 +58,7 @@ class Busy:
     dead: list[str]  # ids of dead jobs
 
 
-def busy_queue(q: SyncQueue) -> Busy:
+def busy_queue(cluster: LocalCluster, q: SyncQueue) -> Busy:
     q.set_weight("a", 3)
     q.add_many(
         [{"name": "j", "group": "a", "data": i, "key": f"a{i}"} for i in range(12)]
@@ -77,6 +78,8 @@ def busy_queue(q: SyncQueue) -> Busy:
     while q.stats().counts["delayed"] != 1 + 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.4)  # "soon" is due now (a bounded wait past its fire time)
+    with cluster.client() as rc:
+        give_unwritten_fixed_keys(rc, q.engine.keys)
     return Busy(q, active, [first[2].id, first[3].id])
 
 
@@ -102,6 +105,8 @@ def queue_state(node: PrivateServer, queue: str, *, asking: bool = False) -> dic
                 value = ask("ZRANGE", key, 0, -1, "WITHSCORES")
             elif kind == "list":
                 value = ask("LRANGE", key, 0, -1)
+            elif kind == "stream":
+                value = ask("XRANGE", key, "-", "+")
             else:
                 value = ask("GET", key)
             state[key] = (kind, value, ask("PTTL", key) > 0)
@@ -205,7 +210,7 @@ def test_a_script_that_meets_a_moved_key_writes_nothing(
     # maintenance prunes the completed job once it is past this age
     q = SyncQueue(queue_name, cluster.url, keep_completed_age=0.2 if name == "maintain" else 3600.0)
     try:
-        busy = busy_queue(q)
+        busy = busy_queue(cluster, q)
         call, moved_key = SCENARIOS[name](busy)
         keys = q.engine.keys
         with cluster.client() as rc:
@@ -240,7 +245,7 @@ def test_on_the_importing_node_a_job_not_moved_yet_stops_the_script(
     still on the source, nor drop it; it answers TRYAGAIN and writes nothing."""
     q = SyncQueue(queue_name, cluster.url)
     try:
-        busy = busy_queue(q)
+        busy = busy_queue(cluster, q)
         keys = q.engine.keys
         with cluster.client() as rc:
             slot = int(rc.keyslot(keys.meta))
@@ -271,7 +276,7 @@ def test_the_fixed_keys_are_declared_so_the_server_checks_them_first(
     """A moved fixed key never reaches the script: the server answers TRYAGAIN."""
     q = SyncQueue(queue_name, cluster.url)
     try:
-        busy_queue(q)
+        busy_queue(cluster, q)
         keys = q.engine.keys
         with cluster.client() as rc:
             slot = int(rc.keyslot(keys.meta))

@@ -28,6 +28,7 @@ import redis
 
 from echomq import LeaseLost, SyncQueue
 from echomq.job import State
+from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
 from servers import PrivateServer, missing_reason, server_binary
 
@@ -106,8 +107,8 @@ def work(q: SyncQueue, tally: Tally, done: Callable[[], bool]) -> None:
                     time.sleep(RETRY_PAUSE)
 
 
-def give_every_fixed_key(q: SyncQueue) -> None:
-    """Make all twelve fixed keys exist, as on a busy queue: while one of them
+def give_every_fixed_key(cluster: LocalCluster, q: SyncQueue) -> None:
+    """Make all the fixed keys exist, as on a busy queue: while one of them
     is missing the server answers TRYAGAIN to every script of the migrating
     slot before it starts, and the scripts would never meet a moved job key.
     Leaves one delayed, one failed (retry pending) and one dead job."""
@@ -120,6 +121,8 @@ def give_every_fixed_key(q: SyncQueue) -> None:
     q.add("dead")
     [job] = q.claim(1)
     q.fail(job, "no", retry=False)
+    with cluster.client() as rc:
+        give_unwritten_fixed_keys(rc, q.engine.keys)
 
 
 def wait_for_adds(tally: Tally, count: int) -> None:
@@ -141,7 +144,7 @@ def reshard_under_load(cluster: LocalCluster, name: str, migrate: Migrate) -> Ta
     worker_done = threading.Event()
     worker = threading.Thread(target=work, args=(worker_q, tally, worker_done.is_set))
     try:
-        give_every_fixed_key(producer_q)
+        give_every_fixed_key(cluster, producer_q)
         producer.start()
         worker.start()
         wait_for_adds(tally, ADDS_BEFORE)

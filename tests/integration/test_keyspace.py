@@ -36,6 +36,9 @@ def test_every_script_takes_the_fixed_keys_in_order() -> None:
         "completed",
         "dead",
         "wake",
+        "settings",
+        "events",
+        "waiters",
     ]
     keys = QueueKeys("q")
     assert [k.rsplit(":", 1)[1] for k in keys.fixed()] == names

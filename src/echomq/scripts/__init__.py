@@ -1,7 +1,9 @@
 """The server-side scripts: one Lua file per transition, shared Lua in includes/.
 
-``NAME-N.lua`` takes N KEYS; its header lists every KEYS[i], ARGV[i] and
-return value. A line ``-- @include NAME`` is replaced by
+``NAME.lua`` takes the queue's fixed keys (``keys.QueueKeys.fixed()``, listed
+in includes/fixed.lua) unless its first line says ``-- @keys N`` (then N
+KEYS); its header lists every KEYS[i], ARGV[i] and return value. Adding a
+fixed key therefore renames no script. A line ``-- @include NAME`` is replaced by
 ``includes/NAME.lua`` when the script is loaded, and every script starts
 with a line naming the stored format it was written for (echomq.storage),
 so scripts of two formats never share a SHA1. Scripts are sent by SHA1
@@ -17,11 +19,14 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from echomq.keys import QueueKeys
 from echomq.storage import FORMAT
 
 _CONSTANT = r"^local {name} = (\d+)"
+_ANY_QUEUE = "q"  # the number of fixed keys is the same for every queue
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
-_FILE = re.compile(r"^(\w+)-(\d+)\.lua$")
+_FILE = re.compile(r"^(\w+)\.lua$")
+_KEYS = re.compile(r"^-- @keys (\d+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +58,7 @@ def _header() -> str:
 
 @cache
 def _files() -> dict[str, Path]:
-    """Each script's file by script name (``claim`` → ``claim-12.lua``)."""
+    """Each script's file by script name (``claim`` → ``claim.lua``)."""
     found = {}
     for entry in sorted(_HERE.iterdir()):
         match = _FILE.match(entry.name)
@@ -66,12 +71,12 @@ def _files() -> dict[str, Path]:
 def script(name: str) -> Script:
     """One script, loaded (read, includes expanded, hashed) on its first use only: a
     short command that sends one script does not load the others."""
-    path = _files()[name]
-    match = _FILE.match(path.name)
-    assert match is not None
-    source = _header() + _expand(path.read_text(encoding="utf-8"))
+    text = _files()[name].read_text(encoding="utf-8")
+    declared = _KEYS.match(text)
+    numkeys = int(declared.group(1)) if declared else len(QueueKeys(_ANY_QUEUE).fixed())
+    source = _header() + _expand(text)
     sha = hashlib.sha1(source.encode()).hexdigest()
-    return Script(name, int(match.group(2)), source, sha)
+    return Script(name, numkeys, source, sha)
 
 
 def all_scripts() -> dict[str, Script]:

@@ -117,7 +117,7 @@ def _checked(call: Call[T], replies: list[Any]) -> T:
 def _must_reroute(replies: list[Any]) -> bool:
     """The script did not run here, or it ran but the connection died before WAIT
     answered: either way nothing is acknowledged, and the add may be sent again
-    (add-12.lua leaves a job whose id already exists as it is)."""
+    (add.lua leaves a job whose id already exists as it is)."""
     return any(isinstance(reply, REROUTE) for reply in replies)
 
 

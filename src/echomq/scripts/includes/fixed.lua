@@ -1,4 +1,4 @@
--- The twelve fixed keys every script receives, in keys.QueueKeys.fixed() order,
+-- The fixed keys every script receives, in keys.QueueKeys.fixed() order,
 -- and the option block every script receives first in ARGV.
 --
 -- Conventions every script follows:
@@ -32,6 +32,12 @@
 -- KEYS[10] completed  zset: id -> finish time (ms)
 -- KEYS[11] dead       zset: id -> time of death (ms)
 -- KEYS[12] wake       list: doorbell idle workers block on (at most one element)
+-- KEYS[13] settings   hash: the queue's stored settings (configure)
+-- KEYS[14] events     stream: the queue's capped event log
+-- KEYS[15] waiters    zset: id -> deadline (ms) of a client's wait() on that job
+--
+-- A script whose first line is "-- @keys N" takes N keys of its own instead
+-- (echomq/scripts/__init__.py); adding a fixed key renames no script.
 --
 -- ARGV[1]  prefix               "emq:{queue}:"
 -- ARGV[2]  max_stalls           expired leases a job survives before it is dead
@@ -43,6 +49,7 @@
 local K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local K_SETTINGS, K_EVENTS, K_WAITERS = KEYS[13], KEYS[14], KEYS[15]
 
 local PREFIX = ARGV[1]
 local OPT = {

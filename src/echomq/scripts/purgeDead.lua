@@ -1,6 +1,6 @@
 -- purgeDead: delete dead jobs for good (hash, idempotency key, dead-set entry).
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     limit: most jobs to delete when no ids are given (oldest first)
 -- ARGV[8..]   ids to delete (optional; ids that are not dead are skipped)

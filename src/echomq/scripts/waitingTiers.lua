@@ -3,7 +3,7 @@
 -- one tier is one score range; the walk jumps from tier to tier with one
 -- ZRANGEBYSCORE and one ZCOUNT each, never reading the jobs themselves.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     most lanes to walk (ring order)
 -- ARGV[8]     most tiers to report per lane (lowest tiers first)

@@ -1,6 +1,6 @@
 -- extend: renew a lease (heartbeat), only from its holder.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
 -- ARGV[8]     lease token the caller holds

@@ -4,7 +4,7 @@
 -- counts no stall, and the attempt it was on is given back because it did not
 -- run to its end.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
 -- ARGV[8]     lease token the caller holds

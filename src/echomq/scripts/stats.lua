@@ -1,7 +1,7 @@
 -- stats: counts by state, and the ring with each lane's backlog, weight and
 -- claims served since it joined the ring (read-only).
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     most lanes to list (ring order)
 --

@@ -1,7 +1,7 @@
 -- fail: record a failed attempt, only from the holder of its lease; the job
 -- is retried after the given delay while attempts remain, else it is dead.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
 -- ARGV[8]     lease token the caller holds

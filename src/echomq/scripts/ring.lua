@@ -1,7 +1,7 @@
 -- ring: wake one idle worker (a worker whose claim filled every free slot rings
 -- for the next one).
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua); only KEYS[12] (wake) is used
+-- KEYS: the fixed keys (includes/fixed.lua); only KEYS[12] (wake) is used
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 --
 -- Returns: 1

@@ -1,7 +1,7 @@
 -- completeMany: record the results of one or more jobs, each only from the
 -- holder of its lease; finished jobs past retention are pruned once per call.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     the jobs, one JSON array of [id, lease token the caller holds,
 --             result (JSON text)]

@@ -3,7 +3,7 @@
 -- taken from its lease holder, whose next heartbeat hears E_CANCELLED and
 -- stops the handler, and goes dead or back to waiting as the caller chose.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
 -- ARGV[8]     what a running job becomes: "dead" | "retry" (a retry that

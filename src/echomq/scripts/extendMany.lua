@@ -2,14 +2,14 @@
 -- heartbeat), each only from its holder, so heartbeat traffic is one command
 -- per interval however many jobs a worker runs.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     new lease length in ms, counted from now
 -- ARGV[8..]   two values per job: id, lease token the caller holds
 --
 -- Returns: one value per job, in order: the new deadline (ms),
 --          E_NOT_FOUND (-1), E_LEASE_LOST (-2), or E_CANCELLED (-4) when
---          cancel-12.lua took the job from this very lease.
+--          cancel.lua took the job from this very lease.
 -- @include fixed
 -- @include keys
 -- @include clock

@@ -1,3 +1,4 @@
+-- @keys 1
 -- stopBell: end one worker's doorbell wait at once (a stopping worker rings its own
 -- bell instead of cancelling a wait whose claim may already have run).
 --

@@ -1,6 +1,6 @@
 -- listJobs: read a page of jobs from one set, with their hashes (read-only).
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     which set: "delayed" | "failed" | "active" | "completed" | "dead"
 --             | "lane:<lane>" (waiting jobs of one lane, claim order)

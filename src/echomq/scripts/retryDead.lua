@@ -1,6 +1,6 @@
 -- retryDead: move dead jobs back to waiting with fresh attempts.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     limit: most jobs to move when no ids are given (oldest first)
 -- ARGV[8..]   ids to move (optional; ids that are not dead are skipped)

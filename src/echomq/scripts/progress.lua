@@ -1,7 +1,7 @@
 -- progress: store a running job's progress report, only from the holder of
 -- its lease; get() reads it back as Job.progress.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
 -- ARGV[8]     lease token the caller holds

@@ -2,7 +2,7 @@
 -- per call, earliest first: includes/time.lua), then lease up to n jobs in
 -- the order of the weighted rotation (docs/design.md §3).
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     n: most jobs to claim (>= 1)
 -- ARGV[8]     lease_ms: lease length

@@ -3,7 +3,7 @@
 -- at most a fixed budget per call (includes/time.lua, retention.lua); a
 -- next_fire or next_deadline at or before now_ms says more is due at once.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 --
 -- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms}

@@ -1,7 +1,7 @@
 -- remove: delete a job in whatever state it is; a holder of its lease will
 -- then get JobNotFound when it completes.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     job id
 --

@@ -1,7 +1,7 @@
 -- dropPage: delete one page of the queue's keys (the demo drops its private queue
 -- this way). Not atomic across pages: stop producers and workers first.
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     SCAN cursor ("0" to start)
 --

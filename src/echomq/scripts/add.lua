@@ -1,6 +1,6 @@
 -- add: put a batch of new jobs into their lanes (or the delayed set).
 --
--- KEYS: the twelve fixed keys (includes/fixed.lua)
+-- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
 -- ARGV[8]     the jobs, one JSON array of arrays (one string, so a batch of
