@@ -22,6 +22,7 @@ from echomq.errors import (
     PayloadError,
     ServerError,
 )
+from echomq.events import Event
 from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backoff",
     "EchoMQError",
+    "Event",
     "FormatTooNew",
     "InvalidDelay",
     "InvalidId",

@@ -29,6 +29,7 @@ from echomq.errors import (
     OrderingMismatch,
     raise_for_code,
 )
+from echomq.events import EventPage, check_event_id, parse_page
 from echomq.job import LISTED_STATES, Job, State, encode_payload, ms_to_datetime
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
 from echomq.options import (
@@ -68,6 +69,8 @@ MIN_BLOCK = 0.002
 #: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
 #: traceback and progress, and cuts the error to this many bytes on the server.
 SUMMARY_ERROR_BYTES = 1024
+#: most events one read of the stream returns.
+EVENT_PAGE = 500
 #: extendMany.lua's code for a lease that cancel() took (errors.JobCancelled).
 E_CANCELLED = next(code for code, exc in SCRIPT_ERRORS.items() if exc is JobCancelled)
 
@@ -500,6 +503,24 @@ class Engine:
             return "stop" if str(reply[0]) == stop_key else "ring"
 
         return Call(parse=parse, command=("BLPOP", stop_key, self.keys.wake, block), blocks=block)
+
+    # -- events ----------------------------------------------------------------
+    def read_events(self, after: str | None, count: int = EVENT_PAGE) -> Call[EventPage]:
+        """One page of the queue's event stream after event id ``after`` (exclusive;
+        None: no events, the cursor is the stream's last id, i.e. "from now")."""
+        cursor = "" if after is None else check_event_id(after)
+        check_int("count", count, 1, MAX_CLAIM)
+        return self._script("readEvents", parse_page, cursor, str(count))
+
+    def wait_for_events(self, after: str, timeout: float, longest: float) -> Call[bool]:
+        """Block up to ``timeout`` seconds (at most ``longest``) until the stream has
+        an event after ``after``; True if one came."""
+        block_ms = max(1, math.ceil(min(timeout, longest) * 1000))
+        return Call(
+            parse=lambda reply: bool(reply),
+            command=("XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", self.keys.events, after),
+            blocks=block_ms / 1000,
+        )
 
     def ring(self) -> Call[None]:
         """Wake one idle worker (the doorbell keeps one element, like the scripts' ring)."""

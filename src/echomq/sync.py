@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Engine
+from echomq.events import Event
 from echomq.sending import SyncSender
+from echomq.sending.events import follow
 from echomq.shell import QueueShell, sends
 from echomq.tasks import SyncTask, TaskSettings, task_options
 
@@ -54,8 +56,13 @@ class SyncQueue(QueueShell[SyncSender]):
     resume = sends(Engine.resume)
     maintain = sends(Engine.maintain)
     exists = sends(Engine.exists)
-
     cancel = sends(Engine.cancel)
+    read_events = sends(Engine.read_events)
+
+    def events(self, after: str | None = None) -> Iterator[Event]:
+        """The queue's events as they happen (a blocking iterator): from now on, or
+        after event id ``after`` (see Queue.events)."""
+        return follow(self.sender, self.engine, after)
 
     @overload
     def task(self, fn: Callable[P, R], /) -> SyncTask[P, R]: ...

@@ -19,6 +19,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include format
 
@@ -90,11 +91,13 @@ for i, job in ipairs(jobs) do
       ring_if_earliest(fire)
       redis.call("ZADD", K_DELAYED, at, id)
       redis.call("HSET", job_key(id), unpack(fields))
+      emit("added", id, lane, {"nx", at})
     else
       local score = fmt(arrival_score(requested, tier))
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "waiting", "sc", score
       redis.call("HSET", job_key(id), unpack(fields))
       enter_lane(lane, id, score)
+      emit("added", id, lane)
     end
     ids[i] = id
     created = created + 1

@@ -17,6 +17,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include retention
 
@@ -28,6 +29,7 @@ local state, lane = f[1], f[2] or ""
 if state == "completed" or state == "dead" then return "finished" end
 local idem = state ~= "active" and read_idem(id)
 local now = now_ms()
+emit("cancelled", id, lane)
 if state == "active" then
   redis.call("ZREM", K_ACTIVE, id)
   -- the lease that ran it: its heartbeat is told it was cancelled, not lost
@@ -38,6 +40,7 @@ if state == "active" then
     redis.call("HSET", jk, "s", "failed", "at", fire, "e", "Cancelled: retried after the run stops")
     redis.call("ZADD", K_DELAYED, fire, id)
     redis.call("ZADD", K_RETRYING, fire, id)
+    emit("retrying", id, lane, {"e", "Cancelled: retried after the run stops", "nx", fire})
   else
     bury(id, now, "Cancelled: stopped by cancel() while it ran")
   end
@@ -53,5 +56,6 @@ end
 redis.call("ZREM", K_DELAYED, id)
 redis.call("ZREM", K_RETRYING, id)
 drop_job(id, idem)
+emit("removed", id, lane)
 flush_waiting()
 return "removed"

@@ -21,6 +21,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include retention
 -- @include time
@@ -177,6 +178,7 @@ local function lease(id)
   local h = redis.call("HMGET", jk, "n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st",
     "k", "at", "pg", "cl", "x", "h")
   if h[16] and tonumber(h[16]) <= now then
+    emit("expired", id, h[4])
     bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")
     expired = expired + 1
     return false
@@ -184,6 +186,7 @@ local function lease(id)
   local attempts, claims = (tonumber(h[5]) or 0) + 1, (tonumber(h[15]) or 0) + 1
   redis.call("HSET", jk, "s", "active", "a", attempts, "cl", claims, "l", deadline,
     "ca", claimed_at)
+  emit("claimed", id, h[4], {"a", attempts})
   h[5], h[15] = attempts, claims
   table.insert(h, 1, id)
   active[#active + 1] = deadline

@@ -10,6 +10,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include retention
 -- @include time

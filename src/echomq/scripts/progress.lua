@@ -11,10 +11,12 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lease
 
 local now = now_ms()
-local jk, key_or_err = check_lease(ARGV[7], ARGV[8], now)
+local jk, key_or_err, lane = check_lease(ARGV[7], ARGV[8], now)
 if not jk then return key_or_err end
 redis.call("HSET", jk, "pg", ARGV[9])
+emit("progress", ARGV[7], lane, #ARGV[9] <= PROGRESS_BYTES and {"pg", ARGV[9]} or nil)
 return 1

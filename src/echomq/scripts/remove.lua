@@ -9,6 +9,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include retention
 
@@ -30,5 +31,6 @@ for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD}) do
   redis.call("ZREM", zkey, id)
 end
 drop_job(id, idem)
+emit("removed", id, f[2])
 flush_waiting()
 return 1
