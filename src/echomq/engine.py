@@ -11,6 +11,7 @@ All input is checked here, before anything is sent, so bad input writes nothing.
 from __future__ import annotations
 
 import math
+from functools import partial
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,8 +70,10 @@ MIN_BLOCK = 0.002
 #: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
 #: traceback and progress, and cuts the error to this many bytes on the server.
 SUMMARY_ERROR_BYTES = 1024
-#: most events one read of the stream returns.
-EVENT_PAGE = 500
+#: stream entries one read of the event stream returns by default, and at most
+#: (an entry holds up to 500 events: includes/events.lua).
+EVENT_PAGE = 20
+MAX_EVENT_PAGE = 200
 #: extendMany.lua's code for a lease that cancel() took (errors.JobCancelled).
 E_CANCELLED = next(code for code, exc in SCRIPT_ERRORS.items() if exc is JobCancelled)
 
@@ -507,10 +510,11 @@ class Engine:
     # -- events ----------------------------------------------------------------
     def read_events(self, after: str | None, count: int = EVENT_PAGE) -> Call[EventPage]:
         """One page of the queue's event stream after event id ``after`` (exclusive;
-        None: no events, the cursor is the stream's last id, i.e. "from now")."""
+        None: no events, the cursor is the last event's id, i.e. "from now"): at
+        most ``count`` stream entries (an entry holds the events of one call)."""
         cursor = "" if after is None else check_event_id(after)
-        check_int("count", count, 1, MAX_CLAIM)
-        return self._script("readEvents", parse_page, cursor, str(count))
+        check_int("count", count, 1, MAX_EVENT_PAGE)
+        return self._script("readEvents", partial(parse_page, after=cursor, count=count), cursor, str(count))
 
     def wait_for_events(self, after: str, timeout: float, longest: float) -> Call[bool]:
         """Block up to ``timeout`` seconds (at most ``longest``) until the stream has
@@ -518,7 +522,7 @@ class Engine:
         block_ms = max(1, math.ceil(min(timeout, longest) * 1000))
         return Call(
             parse=lambda reply: bool(reply),
-            command=("XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", self.keys.events, after),
+            command=("XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", self.keys.events, f"{after}-0"),
             blocks=block_ms / 1000,
         )
 

@@ -10,7 +10,7 @@ whose cursor was trimmed from the stream first gets an event of kind
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,16 +37,25 @@ KINDS = (
 )
 #: the kind of the notice a reader gets when events after its cursor were trimmed.
 MISSED = "missed"
-#: an event id as the server writes them: milliseconds-sequence.
-EVENT_ID = re.compile(r"\d{1,20}-\d{1,20}")
+#: an event id: the event's number in the queue's stream (1, 2, 3, …), as text.
+EVENT_ID = re.compile(r"[0-9]{1,16}")
+#: fields of an event as the scripts write them → Event attribute and decoder.
+_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "a": ("attempt", int),
+    "e": ("error", str),
+    "rs": ("result_size", int),
+    "nx": ("next_run", lambda raw: ms_to_datetime(str(raw))),
+    "st": ("stalls", int),
+    "pg": ("progress", orjson.loads),
+}
 
 
 def check_event_id(event_id: object) -> str:
-    """Return ``event_id`` if it is a stream id (``<ms>-<seq>``), else raise InvalidId."""
+    """Return ``event_id`` (an ``Event.id``) if it is one, else raise InvalidId."""
     if not isinstance(event_id, str) or EVENT_ID.fullmatch(event_id) is None:
         raise InvalidId(
-            f"event id {event_id!r} is not an event id; expected '<milliseconds>-<sequence>'"
-            " as Event.id gives it"
+            f"event id {event_id!r} is not an event id; expected the decimal number"
+            " Event.id gives (1 to 16 digits)"
         )
     return event_id
 
@@ -55,16 +64,16 @@ def check_event_id(event_id: object) -> str:
 class Event:
     """One event of a queue's stream.
 
-    ``kind``: one of :data:`KINDS`, or ``missed`` (events after the reader's
-    cursor were trimmed before it read them; it resumes at the oldest
-    retained event). ``id``: the stream id, to resume after with
-    ``q.events(after=id)``. ``at``: the server time of the transition.
-    The other fields are set where the kind carries them (else None):
-    ``attempt`` (claimed, retrying, dead), ``error`` (retrying, dead; at most
-    200 bytes), ``result_size`` (completed: bytes of the result JSON),
-    ``next_run`` (added with a delay, retrying, released with a delay),
-    ``stalls`` (stalled), ``progress`` (progress, when its JSON is at most
-    200 bytes).
+    ``kind``: one of :data:`KINDS`, or ``missed``: events after the reader's
+    cursor were trimmed before it read them (``skipped`` says how many; the
+    reader goes on at the oldest retained event). ``id``: the event's number
+    in the stream, as text, to resume after with ``q.events(after=id)``.
+    ``at``: the server time of the transition. The other fields are set where
+    the kind carries them (else None): ``attempt`` (claimed, retrying, dead),
+    ``error`` (retrying, dead; at most 200 bytes), ``result_size``
+    (completed: bytes of the result JSON), ``next_run`` (added with a delay,
+    retrying, released with a delay), ``stalls`` (stalled), ``progress``
+    (progress, when its JSON is at most 200 bytes).
     """
 
     kind: str
@@ -78,14 +87,15 @@ class Event:
     next_run: datetime | None = None
     stalls: int | None = None
     progress: Any = None
+    skipped: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The event as JSON-ready values (times as milliseconds since the epoch);
-        fields a kind does not carry are left out."""
+        fields its kind does not carry are left out."""
         out: dict[str, Any] = {"id": self.id, "kind": self.kind, "job_id": self.job_id}
         out["group"] = self.group
         out["at"] = _ms(self.at)
-        for name in ("attempt", "error", "result_size", "stalls", "progress"):
+        for name in ("attempt", "error", "result_size", "stalls", "progress", "skipped"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -98,52 +108,57 @@ def _ms(at: datetime | None) -> int | None:
     return None if at is None else round(at.timestamp() * 1000)
 
 
-def _int(raw: str | None) -> int | None:
-    return None if raw is None else int(raw)
+def _event(number: int, at: datetime | None, raw: Sequence[Any]) -> Event:
+    extra: dict[str, Any] = {}
+    for i in range(3, len(raw) - 1, 2):
+        known = _FIELDS.get(str(raw[i]))
+        if known is not None:
+            name, decode = known
+            extra[name] = decode(raw[i + 1])
+    kind, job_id, lane = str(raw[0]), str(raw[1]), str(raw[2])
+    return Event(kind, job_id, lane or None, at, str(number), **extra)
 
 
-def parse_entry(entry: Sequence[Any]) -> Event:
-    """One stream entry ``[id, [field, value, ...]]`` as an Event."""
-    event_id, flat = str(entry[0]), entry[1]
-    f = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
-    progress = f.get("pg")
-    return Event(
-        kind=f.get("k", "unknown"),
-        job_id=f.get("j"),
-        group=f.get("g") or None,
-        at=ms_to_datetime(f.get("t")),
-        id=event_id,
-        attempt=_int(f.get("a")),
-        error=f.get("e"),
-        result_size=_int(f.get("rs")),
-        next_run=ms_to_datetime(f.get("nx")),
-        stalls=_int(f.get("st")),
-        progress=None if progress is None else orjson.loads(progress),
-    )
+def parse_entry(entry: Sequence[Any], after: int = 0) -> list[Event]:
+    """The events of one stream entry ``[id, [field, value, ...]]`` numbered
+    above ``after`` (includes/events.lua describes the entry)."""
+    entry_id, flat = str(entry[0]), entry[1]
+    fields = {str(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    last = int(entry_id.split("-", 1)[0])
+    raw_events = orjson.loads(fields["e"])
+    first = last - len(raw_events) + 1
+    at = ms_to_datetime(str(fields.get("t", "")))
+    return [
+        _event(first + i, at, raw)
+        for i, raw in enumerate(raw_events)
+        if first + i > after
+    ]
 
 
 @dataclass(frozen=True, slots=True)
 class EventPage:
-    """One read of the stream: the cursor after it, whether a gap was trimmed
-    before it, and its events."""
+    """One read of the stream: the cursor after it, how many events after the
+    previous cursor were trimmed before they were read, and its events."""
 
     cursor: str
-    missed: bool
+    missed: int
     events: list[Event]
+    #: whether the read returned as many entries as it asked for (more may follow)
+    full: bool = False
 
     def with_notice(self, before: str) -> list[Event]:
         """The page's events, after a ``missed`` notice if there was a gap
         (the notice's id is the cursor the gap follows)."""
         if not self.missed:
             return self.events
-        notice = Event(kind=MISSED, job_id=None, group=None, at=None, id=before)
+        notice = Event(MISSED, None, None, None, before, skipped=self.missed)
         return [notice, *self.events]
 
 
-def parse_page(reply: Sequence[Any]) -> EventPage:
-    """readEvents.lua's reply as an EventPage."""
-    return EventPage(
-        cursor=str(reply[0]),
-        missed=int(reply[1]) == 1,
-        events=[parse_entry(entry) for entry in reply[2:]],
-    )
+def parse_page(reply: Sequence[Any], after: str, count: int) -> EventPage:
+    """readEvents.lua's reply as an EventPage (``after``: the cursor it read from,
+    ``count``: the most entries it asked for)."""
+    cursor = int(after) if after else 0
+    entries = reply[2:]
+    events = [event for entry in entries for event in parse_entry(entry, cursor)]
+    return EventPage(str(reply[0]), int(reply[1]), events, full=len(entries) >= count)

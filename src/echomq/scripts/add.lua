@@ -108,4 +108,5 @@ if created > 0 then
   redis.call("HSET", K_META, "last", created_at) -- last activity (stats)
 end
 flush_waiting()
+flush_events()
 return ids

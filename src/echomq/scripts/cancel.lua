@@ -44,6 +44,7 @@ if state == "active" then
   else
     bury(id, now, "Cancelled: stopped by cancel() while it ran")
   end
+  flush_events()
   return "stopped"
 end
 if state == "waiting" then
@@ -58,4 +59,5 @@ redis.call("ZREM", K_RETRYING, id)
 drop_job(id, idem)
 emit("removed", id, lane)
 flush_waiting()
+flush_events()
 return "removed"

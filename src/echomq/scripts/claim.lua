@@ -153,6 +153,7 @@ reap(expired, now)
 flush_lanes()
 if paused then
   flush_waiting()
+  flush_events()
   return {}
 end
 
@@ -251,5 +252,6 @@ for lane, count in pairs(served) do
   if count then redis.call("HINCRBY", K_SERVED, lane, count) end
 end
 flush_waiting()
+flush_events()
 if #out == 2 then return {} end
 return out

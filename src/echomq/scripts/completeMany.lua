@@ -61,4 +61,5 @@ call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
 redis.call("HINCRBY", K_META, "completed", #done_ids)
 redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
+flush_events()
 return out

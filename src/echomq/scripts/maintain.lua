@@ -24,6 +24,7 @@ local promoted = promote(due)
 local reaped = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 flush_waiting()
+flush_events()
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now)}

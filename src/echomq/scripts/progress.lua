@@ -19,4 +19,5 @@ local jk, key_or_err, lane = check_lease(ARGV[7], ARGV[8], now)
 if not jk then return key_or_err end
 redis.call("HSET", jk, "pg", ARGV[9])
 emit("progress", ARGV[7], lane, #ARGV[9] <= PROGRESS_BYTES and {"pg", ARGV[9]} or nil)
+flush_events()
 return 1

@@ -32,4 +32,5 @@ for i, id in ipairs(victims) do
   drop_job(id, idems[i])
   emit("removed", id, lanes[i])
 end
+flush_events()
 return victims

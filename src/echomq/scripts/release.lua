@@ -38,10 +38,12 @@ if delay > 0 then
   redis.call("HSET", jk, "s", "delayed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
   emit("released", id, lane, {"nx", fire})
+  flush_events()
   return 1
 end
 redis.call("HSET", jk, "s", "waiting")
 enter_lane(f[1], id, f[2])
 emit("released", id, lane)
 flush_waiting()
+flush_events()
 return 1

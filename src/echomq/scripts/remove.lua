@@ -33,4 +33,5 @@ end
 drop_job(id, idem)
 emit("removed", id, f[2])
 flush_waiting()
+flush_events()
 return 1

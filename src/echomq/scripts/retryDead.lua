@@ -45,4 +45,5 @@ for i, id in ipairs(moved) do
   emit("requeued", id, f[2])
 end
 flush_waiting()
+flush_events()
 return moved

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 from echomq.call import Call
-from echomq.engine import EVENT_PAGE, Engine
+from echomq.engine import Engine
 from echomq.events import Event, EventPage
 from echomq.sending.sender import AsyncSender, SyncSender
 
@@ -39,7 +39,7 @@ async def _follow_async(
     if after is not None:
         for event in page.with_notice(after):
             yield event
-    caught_up = len(page.events) < EVENT_PAGE
+    caught_up = not page.full
     while True:
         if caught_up:
             wait = engine.wait_for_events(cursor, EVENT_BLOCK, sender.longest_block())
@@ -47,7 +47,7 @@ async def _follow_async(
         page = await sender.send(engine.read_events(cursor))
         for event in page.with_notice(cursor):
             yield event
-        cursor, caught_up = page.cursor, len(page.events) < EVENT_PAGE
+        cursor, caught_up = page.cursor, not page.full
 
 
 def follow(sender: SyncSender, engine: Engine, after: str | None) -> Iterator[Event]:
@@ -61,10 +61,10 @@ def _follow(sender: SyncSender, engine: Engine, page: EventPage, after: str | No
     cursor = page.cursor
     if after is not None:
         yield from page.with_notice(after)
-    caught_up = len(page.events) < EVENT_PAGE
+    caught_up = not page.full
     while True:
         if caught_up:
             sender.send(engine.wait_for_events(cursor, EVENT_BLOCK, sender.longest_block()))
         page = sender.send(engine.read_events(cursor))
         yield from page.with_notice(cursor)
-        cursor, caught_up = page.cursor, len(page.events) < EVENT_PAGE
+        cursor, caught_up = page.cursor, not page.full
