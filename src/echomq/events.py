@@ -39,13 +39,16 @@ KINDS = (
 MISSED = "missed"
 #: an event id: the event's number in the queue's stream (1, 2, 3, …), as text.
 EVENT_ID = re.compile(r"[0-9]{1,16}")
-#: fields of an event as the scripts write them → Event attribute and decoder.
-_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+#: the event fields an entry holds as space-joined columns → Event attribute, decoder.
+_COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "a": ("attempt", int),
-    "e": ("error", str),
     "rs": ("result_size", int),
-    "nx": ("next_run", lambda raw: ms_to_datetime(str(raw))),
+    "nx": ("next_run", ms_to_datetime),
     "st": ("stalls", int),
+}
+#: the event fields an entry holds as JSON [offset, value, …] → Event attribute, decoder.
+_TEXTS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "e": ("error", str),
     "pg": ("progress", orjson.loads),
 }
 
@@ -108,29 +111,39 @@ def _ms(at: datetime | None) -> int | None:
     return None if at is None else round(at.timestamp() * 1000)
 
 
-def _event(number: int, at: datetime | None, raw: Sequence[Any]) -> Event:
-    extra: dict[str, Any] = {}
-    for i in range(3, len(raw) - 1, 2):
-        known = _FIELDS.get(str(raw[i]))
-        if known is not None:
-            name, decode = known
-            extra[name] = decode(raw[i + 1])
-    kind, job_id, lane = str(raw[0]), str(raw[1]), str(raw[2])
-    return Event(kind, job_id, lane or None, at, str(number), **extra)
+def _extras(fields: dict[str, str], size: int) -> list[dict[str, Any]]:
+    """Each event's optional attributes, from the entry's columns."""
+    extras: list[dict[str, Any]] = [{} for _ in range(size)]
+    for field, (name, decode) in _COLUMNS.items():
+        column = fields.get(field)
+        if column is not None:
+            for extra, raw in zip(extras, column.split(" "), strict=True):
+                if raw:
+                    extra[name] = decode(raw)
+    for field, (name, decode_text) in _TEXTS.items():
+        text = fields.get(field)
+        if text is not None:
+            flat = orjson.loads(text)
+            for i in range(0, len(flat), 2):
+                extras[int(flat[i])][name] = decode_text(flat[i + 1])
+    return extras
 
 
 def parse_entry(entry: Sequence[Any], after: int = 0) -> list[Event]:
     """The events of one stream entry ``[id, [field, value, ...]]`` numbered
-    above ``after`` (includes/events.lua describes the entry)."""
+    above ``after`` (scripts/includes/events.lua describes the entry)."""
     entry_id, flat = str(entry[0]), entry[1]
-    fields = {str(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-    last = int(entry_id.split("-", 1)[0])
-    raw_events = orjson.loads(fields["e"])
-    first = last - len(raw_events) + 1
-    at = ms_to_datetime(str(fields.get("t", "")))
+    fields = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+    size = int(fields["n"])
+    first = int(entry_id.split("-", 1)[0]) - size + 1
+    if first + size - 1 <= after:
+        return []
+    at = ms_to_datetime(fields.get("t"))
+    kinds, ids, lanes = (fields[c].split(" ") for c in ("k", "j", "g"))
+    extras = _extras(fields, size)
     return [
-        _event(first + i, at, raw)
-        for i, raw in enumerate(raw_events)
+        Event(kinds[i], ids[i], lanes[i] or None, at, str(first + i), **extras[i])
+        for i in range(size)
         if first + i > after
     ]
 

@@ -91,7 +91,7 @@ for i, job in ipairs(jobs) do
       ring_if_earliest(fire)
       redis.call("ZADD", K_DELAYED, at, id)
       redis.call("HSET", job_key(id), unpack(fields))
-      emit("added", id, lane, {"nx", at})
+      emit("added", id, lane, "nx", at)
     else
       local score = fmt(arrival_score(requested, tier))
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "waiting", "sc", score

@@ -40,7 +40,7 @@ if state == "active" then
     redis.call("HSET", jk, "s", "failed", "at", fire, "e", "Cancelled: retried after the run stops")
     redis.call("ZADD", K_DELAYED, fire, id)
     redis.call("ZADD", K_RETRYING, fire, id)
-    emit("retrying", id, lane, {"e", "Cancelled: retried after the run stops", "nx", fire})
+    emit("retrying", id, lane, "e", "Cancelled: retried after the run stops", "nx", fire)
   else
     bury(id, now, "Cancelled: stopped by cancel() while it ran")
   end

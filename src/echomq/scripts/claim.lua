@@ -187,7 +187,7 @@ local function lease(id)
   local attempts, claims = (tonumber(h[5]) or 0) + 1, (tonumber(h[15]) or 0) + 1
   redis.call("HSET", jk, "s", "active", "a", attempts, "cl", claims, "l", deadline,
     "ca", claimed_at)
-  emit("claimed", id, h[4], {"a", attempts})
+  emit("claimed", id, h[4], "a", attempts)
   h[5], h[15] = attempts, claims
   table.insert(h, 1, id)
   active[#active + 1] = deadline

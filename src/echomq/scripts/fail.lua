@@ -48,7 +48,7 @@ if retry then
   redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)
-  emit("retrying", id, lane, {"a", f[1], "e", event_error(ARGV[9]), "nx", fire})
+  emit("retrying", id, lane, "a", f[1], "e", event_error(ARGV[9]), "nx", fire)
   flush_events()
   return {"failed", fire}
 end
@@ -56,6 +56,6 @@ redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
 expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
-emit("dead", id, lane, {"a", f[1], "e", event_error(ARGV[9])})
+emit("dead", id, lane, "a", f[1], "e", event_error(ARGV[9]))
 flush_events()
 return {"dead", fmt(now)}

@@ -18,6 +18,10 @@ local now = now_ms()
 local jk, key_or_err, lane = check_lease(ARGV[7], ARGV[8], now)
 if not jk then return key_or_err end
 redis.call("HSET", jk, "pg", ARGV[9])
-emit("progress", ARGV[7], lane, #ARGV[9] <= PROGRESS_BYTES and {"pg", ARGV[9]} or nil)
+if #ARGV[9] <= PROGRESS_BYTES then
+  emit("progress", ARGV[7], lane, "pg", ARGV[9])
+else
+  emit("progress", ARGV[7], lane)
+end
 flush_events()
 return 1

@@ -37,7 +37,7 @@ if delay > 0 then
   ring_if_earliest(fire)
   redis.call("HSET", jk, "s", "delayed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
-  emit("released", id, lane, {"nx", fire})
+  emit("released", id, lane, "nx", fire)
   flush_events()
   return 1
 end

@@ -4,13 +4,19 @@
 --
 -- Events are numbered 1, 2, 3, … in the order they happen. A script collects
 -- its events (emit) and writes them at its end (flush_events) as one stream
--- entry per EVENTS_PER_ENTRY events: the entry's id is "<number of its last
--- event>-0", its fields t (server time, ms), n (events in it) and e (a JSON
--- array of events, each [kind, job id, lane ("" = default), field, value,
--- …]). One XADD per call, not per job: a batch of 1,000 adds costs one
--- entry. An event's fields: a (attempt), e (error, cut to ERROR_BYTES),
--- rs (result size, bytes), nx (next run time, ms), st (stalls), pg (progress
--- JSON, only when at most PROGRESS_BYTES).
+-- entry per EVENTS_PER_ENTRY events, so a batch of 1,000 adds costs one XADD,
+-- not 1,000. The entry's id is "<number of its last event>-0"; its fields
+-- are columns, one value per event, in event order:
+--   t  server time of the call (ms), n  number of events in the entry,
+--   k  kinds, j  job ids, g  lanes ("" = the default lane), each joined by
+--      spaces (none of them can hold a space),
+--   a (attempt), rs (result size, bytes), nx (next run time, ms), st (stalls):
+--      joined by spaces, "" where an event has none (columns no event of the
+--      entry has are left out),
+--   e (error, cut to ERROR_BYTES) and pg (progress JSON, only when at most
+--      PROGRESS_BYTES): a JSON array [offset, value, offset, value, …] of the
+--      events that have one (offset: 0 for the entry's first event).
+-- Collecting is a few table stores per event (no string is built per event).
 --
 -- Length: the stored setting event_stream_length (K_SETTINGS; absent: the
 -- default below; 0: no event is written at all) counts events. Entry ids
@@ -29,17 +35,30 @@ local PROGRESS_BYTES = 200
 
 local EVENTS_LENGTH = tonumber(redis.call("HGET", K_SETTINGS, "event_stream_length") or "")
   or EVENTS_DEFAULT_LENGTH
-local event_buffer = {}
+local TEXT_COLUMNS = {e = true, pg = true}
 
--- Record one event of this call. ``lane`` nil or "" is the default lane;
--- ``extra`` a flat list of further field, value pairs (nil: none).
-local function emit(kind, id, lane, extra)
-  if EVENTS_LENGTH <= 0 then return end
-  local event = {kind, id, lane or ""}
-  if extra then
-    for i = 1, #extra do event[i + 3] = extra[i] end
+local event_count = 0
+local event_kinds, event_ids, event_lanes = {}, {}, {}
+local event_columns = {}   -- field -> {[event index] = value}, sparse
+
+local function event_put(field, value)
+  local column = event_columns[field]
+  if not column then
+    column = {}
+    event_columns[field] = column
   end
-  event_buffer[#event_buffer + 1] = event
+  column[event_count] = value
+end
+
+-- Record one event of this call: ``lane`` nil or "" is the default lane, then
+-- up to three field, value pairs (values as strings where the caller has them).
+local function emit(kind, id, lane, k1, v1, k2, v2, k3, v3)
+  if EVENTS_LENGTH <= 0 then return end
+  event_count = event_count + 1
+  event_kinds[event_count], event_ids[event_count], event_lanes[event_count] = kind, id, lane or ""
+  if k1 then event_put(k1, v1) end
+  if k2 then event_put(k2, v2) end
+  if k3 then event_put(k3, v3) end
 end
 
 -- The number of the stream's last event (0: none yet).
@@ -57,26 +76,54 @@ local function last_event_number()
   return 0
 end
 
--- Write this call's events (every script that emits calls it before it returns).
-local function flush_events()
-  local count = #event_buffer
-  if count == 0 then return end
-  local number = last_event_number()
-  local stamp = fmt(now_ms())
-  for first = 1, count, EVENTS_PER_ENTRY do
-    local chunk = {unpack(event_buffer, first, math.min(first + EVENTS_PER_ENTRY - 1, count))}
-    number = number + #chunk
-    local keep_from = number - EVENTS_LENGTH + 1
-    local id = fmt(number) .. "-0"
-    local body = cjson.encode(chunk)
-    if keep_from > 1 then
-      redis.call("XADD", K_EVENTS, "MINID", "~", fmt(keep_from), id,
-        "t", stamp, "n", #chunk, "e", body)
+-- The fields of the entry holding events first..last (see the top of this file).
+local function entry_fields(first, last, stamp)
+  local fields = {"t", stamp, "n", last - first + 1,
+    "k", table.concat(event_kinds, " ", first, last),
+    "j", table.concat(event_ids, " ", first, last),
+    "g", table.concat(event_lanes, " ", first, last)}
+  for field, column in pairs(event_columns) do
+    local present = false
+    if TEXT_COLUMNS[field] then
+      local pairs_of = {}
+      for i = first, last do
+        if column[i] then
+          pairs_of[#pairs_of + 1] = i - first
+          pairs_of[#pairs_of + 1] = column[i]
+        end
+      end
+      present = #pairs_of > 0
+      if present then fields[#fields + 1], fields[#fields + 2] = field, cjson.encode(pairs_of) end
     else
-      redis.call("XADD", K_EVENTS, id, "t", stamp, "n", #chunk, "e", body)
+      for i = first, last do
+        if column[i] then present = true else column[i] = "" end
+      end
+      if present then
+        fields[#fields + 1], fields[#fields + 2] = field, table.concat(column, " ", first, last)
+      end
     end
   end
-  event_buffer = {}
+  return fields
+end
+
+-- Write this call's events (every script that emits calls it before it returns).
+local function flush_events()
+  if event_count == 0 then return end
+  local number = last_event_number()
+  local stamp = fmt(now_ms())
+  for first = 1, event_count, EVENTS_PER_ENTRY do
+    local last = math.min(first + EVENTS_PER_ENTRY - 1, event_count)
+    number = number + last - first + 1
+    local keep_from = number - EVENTS_LENGTH + 1
+    local head = {"XADD", K_EVENTS}
+    if keep_from > 1 then head = {"XADD", K_EVENTS, "MINID", "~", fmt(keep_from)} end
+    head[#head + 1] = fmt(number) .. "-0"
+    local fields = entry_fields(first, last, stamp)
+    for i = 1, #fields do head[#head + 1] = fields[i] end
+    redis.call(unpack(head))
+  end
+  event_count = 0
+  event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}
 end
 
 -- An error message as events carry it: at most ERROR_BYTES bytes, not cut

@@ -91,5 +91,5 @@ local function bury(id, now, err)
   expire_idem(key, OPT.keep_dead_ms)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   apply_prune(K_DEAD, victims)
-  emit("dead", id, f[2], {"a", f[3] or "0", "e", event_error(err)})
+  emit("dead", id, f[2], "a", f[3] or "0", "e", event_error(err))
 end

@@ -102,11 +102,11 @@ local function reap(plan, now)
     if f[1] then
       local jk = job_key(id)
       local stalls = (tonumber(f[2]) or 0) + 1
-      emit("stalled", id, f[3], {"st", stalls})
+      emit("stalled", id, f[3], "st", stalls)
       if stalls > OPT.max_stalls then
         local err = "stalled: lease expired " .. stalls .. " times"
         redis.call("HSET", jk, "st", stalls, "s", "dead", "f", fmt(now), "e", err)
-        emit("dead", id, f[3], {"e", err})
+        emit("dead", id, f[3], "e", err)
         expire_idem(f[5], OPT.keep_dead_ms)
         dead_pairs[#dead_pairs + 1] = fmt(now)
         dead_pairs[#dead_pairs + 1] = id
