@@ -27,26 +27,42 @@ def follow_async(sender: AsyncSender, engine: Engine, after: str | None) -> Asyn
     """The events after ``after`` (None: from now on, the moment of the first
     ``anext``: an async call cannot read the server before it is awaited), as
     they come (asyncio)."""
-    first = engine.read_events(after)  # checks ``after`` now, not at the first event
-    return _follow_async(sender, engine, first, after)
+    return _events_of(pages_async(sender, engine, after))
 
 
-async def _follow_async(
+async def _events_of(pages: AsyncIterator[list[Event]]) -> AsyncIterator[Event]:
+    async for page in pages:
+        for event in page:
+            yield event
+
+
+def pages_async(
+    sender: AsyncSender, engine: Engine, after: str | None
+) -> AsyncIterator[list[Event]]:
+    """The events after ``after`` a read at a time: each list is one read's events
+    (after a ``missed`` notice when there was a gap), an empty list each time a
+    blocking read ran out with nothing new (the dashboard's keep-alive tick)."""
+    first = engine.read_events(after)  # checks ``after`` now, not at the first read
+    return _pages_async(sender, engine, first, after)
+
+
+async def _pages_async(
     sender: AsyncSender, engine: Engine, first: Call[EventPage], after: str | None
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[list[Event]]:
     page = await sender.send(first)
     cursor = page.cursor
-    if after is not None:
-        for event in page.with_notice(after):
-            yield event
+    if after is not None and (page.events or page.missed):
+        yield page.with_notice(after)
     caught_up = not page.full
     while True:
         if caught_up:
             wait = engine.wait_for_events(cursor, EVENT_BLOCK, sender.longest_block())
-            await sender.send(wait)
+            if not await sender.send(wait):
+                yield []
+                continue
         page = await sender.send(engine.read_events(cursor))
-        for event in page.with_notice(cursor):
-            yield event
+        if page.events or page.missed:
+            yield page.with_notice(cursor)
         cursor, caught_up = page.cursor, not page.full
 
 
