@@ -42,7 +42,9 @@ async def lifecycle(url: str, n: int) -> None:
         await q.close()
 
 
-def one_run(probe: harness.ServerProbe, url: str, n: int, length: int | None) -> tuple[float, float]:
+def one_run(
+    probe: harness.ServerProbe, url: str, n: int, length: int | None
+) -> tuple[float, float]:
     """Server CPU (µs) per job of one lifecycle of ``n`` jobs, and the scripts'
     own time per job (commandstats: evalsha + eval)."""
     probe.flush()

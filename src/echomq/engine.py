@@ -11,10 +11,10 @@ All input is checked here, before anything is sent, so bad input writes nothing.
 from __future__ import annotations
 
 import math
-from functools import partial
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 import orjson
@@ -514,7 +514,9 @@ class Engine:
         most ``count`` stream entries (an entry holds the events of one call)."""
         cursor = "" if after is None else check_event_id(after)
         check_int("count", count, 1, MAX_EVENT_PAGE)
-        return self._script("readEvents", partial(parse_page, after=cursor, count=count), cursor, str(count))
+        return self._script(
+            "readEvents", partial(parse_page, after=cursor, count=count), cursor, str(count)
+        )
 
     def wait_for_events(self, after: str, timeout: float, longest: float) -> Call[bool]:
         """Block up to ``timeout`` seconds (at most ``longest``) until the stream has
@@ -522,7 +524,16 @@ class Engine:
         block_ms = max(1, math.ceil(min(timeout, longest) * 1000))
         return Call(
             parse=lambda reply: bool(reply),
-            command=("XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", self.keys.events, f"{after}-0"),
+            command=(
+                "XREAD",
+                "COUNT",
+                1,
+                "BLOCK",
+                block_ms,
+                "STREAMS",
+                self.keys.events,
+                f"{after}-0",
+            ),
             blocks=block_ms / 1000,
         )
 

@@ -11,8 +11,8 @@ from echomq.engine import AddOptions, Engine, JobOptions, NewJob, Wake
 from echomq.events import Event
 from echomq.job import Job
 from echomq.sending import AsyncSender
-from echomq.sending.events import follow_async
 from echomq.sending.batching import AddBatcher
+from echomq.sending.events import follow_async
 from echomq.shell import QueueShell, sends_async
 from echomq.tasks import Task, TaskSettings, task_options
 

@@ -38,7 +38,13 @@ def test_events_follow_prints_new_events_until_interrupted(
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=cli_env()) as proc:
         assert proc.stdout is not None
         lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+        out = proc.stdout
+
+        def pump() -> None:
+            for text in out:
+                lines.put(text)
+
+        threading.Thread(target=pump, daemon=True).start()
         added: list[str] = []
 
         def printed() -> bool:

@@ -168,9 +168,7 @@ def test_a_trimmed_cursor_resumes_at_the_oldest_event_with_a_missed_notice(
     assert sq.read_events(oldest.id).missed == 0  # a retained cursor: no notice
 
 
-def test_length_zero_writes_no_stream(
-    sq: SyncQueue, redis_client: Any, queue_name: str
-) -> None:
+def test_length_zero_writes_no_stream(sq: SyncQueue, redis_client: Any, queue_name: str) -> None:
     set_length(redis_client, queue_name, 0)
     job_id = sq.add("j")
     [job] = sq.claim(1)

@@ -63,7 +63,8 @@ def _details(event: Event) -> str:
 def event_line(event: Event) -> str:
     """One event as a line of text (escaped: it goes straight to the terminal)."""
     if event.kind == MISSED:
-        return f"{event.id}  … {event.skipped} events after this one were trimmed before they were read"
+        gone = event.skipped
+        return f"{event.id}  … {gone} events after this one were trimmed before they were read"
     lane = lane_label(event.group, markup=False)
     line = f"{event.id}  {when(event.at)}  {event.kind:<9}  {event.job_id}  {lane}"
     details = _details(event)
@@ -76,7 +77,9 @@ def json_line(event: Event) -> str:
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--follow", "-f", is_flag=True, help="Keep printing events as they happen (Ctrl-C ends).")
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep printing events as they happen (Ctrl-C ends)."
+)
 @click.option(
     "--after",
     metavar="ID",

@@ -73,7 +73,9 @@ def follow(sender: SyncSender, engine: Engine, after: str | None) -> Iterator[Ev
     return _follow(sender, engine, page, after)
 
 
-def _follow(sender: SyncSender, engine: Engine, page: EventPage, after: str | None) -> Iterator[Event]:
+def _follow(
+    sender: SyncSender, engine: Engine, page: EventPage, after: str | None
+) -> Iterator[Event]:
     cursor = page.cursor
     if after is not None:
         yield from page.with_notice(after)
