@@ -33,7 +33,9 @@ local EVENTS_PER_ENTRY = 500
 local ERROR_BYTES = 200
 local PROGRESS_BYTES = 200
 
-local EVENTS_LENGTH = tonumber(redis.call("HGET", K_SETTINGS, "event_stream_length") or "")
+-- (OPT.event_stream_length when fixed.lua already read the stored settings)
+local EVENTS_LENGTH = OPT.event_stream_length
+  or tonumber(redis.call("HGET", K_SETTINGS, "event_stream_length") or "")
   or EVENTS_DEFAULT_LENGTH
 local TEXT_COLUMNS = {e = true, pg = true}
 
