@@ -209,3 +209,52 @@ async def test_async_events_see_a_new_job(aq: Queue) -> None:
     assert event.kind == "added" and event.job_id is not None
     assert job_id
     await stream.aclose()  # type: ignore[attr-defined]
+
+
+def server_ms(q: SyncQueue) -> float:
+    """The server clock now (a read of the stream's cursor is not a clock: use TIME)."""
+    seconds, micros = q.client().time()
+    return seconds * 1000 + micros / 1000
+
+
+def test_expiry_cancel_of_a_running_job_delayed_release_and_purge(sq: SyncQueue) -> None:
+    start = sq.read_events(None).cursor
+    # f: expired before it started → expired, dead
+    f = sq.add("f", expires=0.05)
+    job_f = sq.get(f)
+    assert job_f is not None and job_f.expires_at is not None
+    expiry_ms = job_f.expires_at.timestamp() * 1000
+    poll(lambda: server_ms(sq) > expiry_ms, "the job's expiry")
+    assert sq.claim(1) == []
+    # g: cancelled while running → cancelled, dead; h: cancelled with retry → retrying
+    g, h = sq.add("g"), sq.add("h")
+    sq.claim(2)
+    assert sq.cancel(g) and sq.cancel(h, retry=True)
+    # i: released with a delay → released with next_run; then purged from dead
+    i = sq.add("i", max_attempts=1)
+    [job_i] = sq.claim(1)
+    sq.release(job_i, delay=3600)
+    k = sq.add("k", max_attempts=1)
+    [job_k] = sq.claim(1)
+    sq.fail(job_k, "x")
+    assert sq.purge_dead([k]) == [k]
+    events = all_after(sq, start)
+    assert kinds_of(events, f) == ["added", "expired", "dead"]
+    assert one(events, f, "dead").error.startswith("Expired")  # type: ignore[union-attr]
+    assert kinds_of(events, g) == ["added", "claimed", "cancelled", "dead"]
+    assert kinds_of(events, h) == ["added", "claimed", "cancelled", "retrying"]
+    assert one(events, h, "retrying").next_run is not None
+    assert kinds_of(events, i) == ["added", "claimed", "released"]
+    assert one(events, i, "released").next_run is not None
+    assert kinds_of(events, k) == ["added", "claimed", "dead", "removed"]
+
+
+def test_a_large_batch_is_split_into_entries_numbered_without_gaps(sq: SyncQueue) -> None:
+    start = sq.read_events(None).cursor
+    ids = sq.add_many([{"name": "j"} for _ in range(1200)])  # three entries of up to 500
+    events = all_after(sq, start)
+    assert [e.job_id for e in events] == ids
+    numbers = [int(e.id) for e in events]
+    assert numbers == list(range(int(start) + 1, int(start) + 1201))
+    resumed = sq.read_events(str(int(start) + 700))  # inside the second entry
+    assert resumed.events[0].job_id == ids[700]
