@@ -19,6 +19,8 @@ SCRIPTS = Path(__file__).parents[2] / "src" / "echomq" / "scripts"
 #: a write of a job's state field, or a job's deletion
 _STATE_WRITE = re.compile(r'"s", "(waiting|delayed|active|failed|completed|dead)"|drop_job\(id')
 _EMIT = re.compile(r'\bemit\("(\w+)"')
+#: calls that record events: emit itself, and the include functions that emit
+_RECORDS = re.compile(r"\b(emit|bury|reap)\(")
 #: lines around a state write in which its event must be recorded
 NEAR = 10
 #: transitions documented as silent (docs/lifecycle.md "Events"): a delayed or
@@ -64,7 +66,8 @@ def test_scripts_that_record_events_write_them() -> None:
                 " after '-- @include clock'"
             )
             body = (SCRIPTS / f"{name}.lua").read_text(encoding="utf-8")
-            assert "flush_events()" in body, f"{name}.lua records events but never writes them"
+            if _RECORDS.search(body):
+                assert "flush_events()" in body, f"{name}.lua records events but never writes them"
 
 
 def test_the_kinds_written_are_the_documented_kinds() -> None:
