@@ -31,19 +31,21 @@ BATCH = 1000
 CLAIM = 100
 
 
-async def lifecycle(url: str, n: int) -> None:
+async def lifecycle(url: str, n: int, single: bool = False) -> None:
+    """The batched lifecycle, or (``single``) one job per call: add, claim(1), complete."""
+    batch, claim = (1, 1) if single else (BATCH, CLAIM)
     q = Queue(QUEUE, url)
     try:
-        for start in range(0, n, BATCH):
-            await q.add_many([{"name": "noop"} for _ in range(min(BATCH, n - start))])
-        while jobs := await q.claim(CLAIM, LEASE):
+        for start in range(0, n, batch):
+            await q.add_many([{"name": "noop"} for _ in range(min(batch, n - start))])
+        while jobs := await q.claim(claim, LEASE):
             await q.complete_many([(job, None) for job in jobs])
     finally:
         await q.close()
 
 
 def one_run(
-    probe: harness.ServerProbe, url: str, n: int, length: int | None
+    probe: harness.ServerProbe, url: str, n: int, length: int | None, single: bool
 ) -> tuple[float, float]:
     """Server CPU (µs) per job of one lifecycle of ``n`` jobs, and the scripts'
     own time per job (commandstats: evalsha + eval)."""
@@ -51,7 +53,7 @@ def one_run(
     if length is not None:
         probe.client.hset(QueueKeys(QUEUE).settings, "event_stream_length", length)
     with probe.measure() as box:
-        asyncio.run(lifecycle(url, n))
+        asyncio.run(lifecycle(url, n, single))
     work = box[0]
     scripts = work.usec.get("evalsha", 0) + work.usec.get("eval", 0)
     return work.cpu_us / n, scripts / n
@@ -62,6 +64,9 @@ def main() -> None:
     parser.add_argument("--kind", default="valkey", choices=("valkey", "redis", "valkey9"))
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--single", action="store_true", help="one job per call (add, claim(1), complete)"
+    )
     args = parser.parse_args()
     server = harness.BenchServer(args.kind).start()
     probe = harness.ServerProbe(server.url)
@@ -72,15 +77,16 @@ def main() -> None:
         off_scripts: list[float] = []
         on_scripts: list[float] = []
         for _ in range(args.runs):
-            cpu, scripts = one_run(probe, server.url, args.jobs, 0)
+            cpu, scripts = one_run(probe, server.url, args.jobs, 0, args.single)
             off.append(cpu)
             off_scripts.append(scripts)
-            cpu, scripts = one_run(probe, server.url, args.jobs, None)
+            cpu, scripts = one_run(probe, server.url, args.jobs, None, args.single)
             on.append(cpu)
             on_scripts.append(scripts)
         result = {
             "server": server.label,
             "jobs": args.jobs,
+            "lifecycle": "single" if args.single else "batched",
             "runs": args.runs,
             "events_off_us_per_job": round(statistics.median(off), 2),
             "events_on_us_per_job": round(statistics.median(on), 2),
