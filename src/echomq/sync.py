@@ -8,7 +8,9 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Engine
+from echomq.job import Job
 from echomq.sending import SyncSender
+from echomq.sending.waiters import wait_sync
 from echomq.shell import QueueShell, sends
 from echomq.tasks import SyncTask, TaskSettings, task_options
 
@@ -54,8 +56,18 @@ class SyncQueue(QueueShell[SyncSender]):
     resume = sends(Engine.resume)
     maintain = sends(Engine.maintain)
     exists = sends(Engine.exists)
-
     cancel = sends(Engine.cancel)
+    configure = sends(Engine.configure)
+    settings = sends(Engine.settings)
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> Job:
+        """The job as soon as it is completed or dead (see Queue.wait); blocks the
+        calling thread, on a subscription of its own for the wait's duration."""
+        self.engine.watch(job_id, timeout)  # checks the input before anything is sent
+        channel = self.engine.keys.done_channel
+        return wait_sync(
+            self.sender, channel, job_id, timeout, lambda left: self.engine.watch(job_id, left)
+        )
 
     @overload
     def task(self, fn: Callable[P, R], /) -> SyncTask[P, R]: ...
