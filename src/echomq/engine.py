@@ -36,7 +36,6 @@ from echomq.options import (
     DEFAULT_LEASE,
     MAX_ATTEMPTS,
     MAX_CLAIM,
-    MAX_DELAY,
     MAX_ERROR_BYTES,
     MAX_LEASE,
     MAX_TRACEBACK_BYTES,
@@ -71,8 +70,11 @@ MIN_BLOCK = 0.002
 SUMMARY_ERROR_BYTES = 1024
 #: fail.lua's retry delay that stands for "the queue's backoff" (computed by the script).
 BACKOFF_DELAY = -2
-#: most milliseconds a wait() registers for (a day); a longer wait registers again.
-MAX_WAIT_MS = 86_400_000
+#: the longest wait() (seconds): a day.
+MAX_WAIT = 86_400.0
+#: a wait's entry on the server outlives the client's own timeout by this much
+#: (ms), so a job that finishes as the client's time runs out still wakes it.
+WAIT_SLACK_MS = 1000
 #: extendMany.lua's code for a lease that cancel() took (errors.JobCancelled).
 E_CANCELLED = next(code for code, exc in SCRIPT_ERRORS.items() if exc is JobCancelled)
 
@@ -536,8 +538,8 @@ class Engine:
         channel when the job becomes final). JobNotFound for an unknown id.
         ``Queue.wait`` subscribes first, then sends this (echomq.sending.waiters)."""
         ids.parse_id(job_id)
-        seconds = check_seconds("wait timeout", timeout, 0.0, MAX_DELAY, open_low=False)
-        wait_ms = min(MAX_WAIT_MS, max(1, math.ceil(seconds * 1000)))
+        seconds = check_seconds("wait timeout", timeout, 0.0, MAX_WAIT, open_low=False)
+        wait_ms = math.ceil(seconds * 1000) + WAIT_SLACK_MS
         detail = f"job {job_id}: no such job to wait for"
 
         def parse(reply: Any) -> Job | None:

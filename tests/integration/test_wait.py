@@ -107,7 +107,7 @@ async def test_bad_wait_input_is_refused(aq: Queue) -> None:
     with pytest.raises(EchoMQError):
         await aq.wait("not-an-id", timeout=1)
     job_id = await aq.add("x")
-    for bad in (-1, float("nan"), "1"):
+    for bad in (-1, float("nan"), "1", 86_401):
         with pytest.raises(EchoMQError):
             await aq.wait(job_id, timeout=bad)  # type: ignore[arg-type]
 
