@@ -239,3 +239,22 @@ def test_expired_wait_entries_are_pruned(sq: SyncQueue, queue_name: str, redis_c
     wait_past(redis_client, deadline)
     sq.maintain()
     assert int(redis_client.zcard(waiters)) == 0
+
+
+async def test_wait_wakes_on_a_stall_past_max_stalls_and_on_cancel(
+    aq: Queue, queue_name: str, redis_client: Any
+) -> None:
+    await aq.configure(max_stalls=0, keep_dead=0)
+    stalled, running = await aq.add("stalls"), await aq.add("cancelled")
+    waits = [asyncio.create_task(aq.wait(i, timeout=DEADLINE)) for i in (stalled, running)]
+    await until(registered(redis_client, queue_name, 2), "both waits to register")
+    [first] = await aq.claim(1, lease=0.05)
+    [second] = await aq.claim(1, lease=30.0)
+    assert first.id == stalled and second.id == running and first.lease_deadline is not None
+    wait_past(redis_client, first.lease_deadline)
+    await aq.maintain()  # the expired lease is its first stall: past max_stalls 0, dead
+    assert await aq.cancel(running)  # a running job cancelled: dead
+    dead_stalled, dead_cancelled = await asyncio.gather(*waits)
+    # keep_dead=0, yet each waiter read its job
+    assert dead_stalled.state is State.DEAD and "stalled" in str(dead_stalled.error)
+    assert dead_cancelled.state is State.DEAD and "Cancelled" in str(dead_cancelled.error)
