@@ -227,6 +227,35 @@ def test_sync_queue_wait(sq: SyncQueue, queue_name: str, redis_client: Any) -> N
         sq.wait(ids.new_id(), timeout=0.3)
 
 
+def test_threads_waiting_on_one_sync_queue_share_its_subscription(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: Any
+) -> None:
+    sq, other = make_sync(), make_sync()
+    job_ids = sq.add_many([{"name": "w", "data": i} for i in range(60)])
+    single = not isinstance(redis_client, RedisCluster)  # CLIENT LIST of one server
+    before = len(redis_client.client_list()) if single else 0
+    results: dict[str, Any] = {}
+
+    def wait_one(job_id: str) -> None:
+        results[job_id] = sq.wait(job_id, timeout=DEADLINE).result
+
+    threads = [threading.Thread(target=wait_one, args=(job_id,)) for job_id in job_ids]
+    for thread in threads:
+        thread.start()
+    try:
+        asyncio.run(until(registered(redis_client, queue_name, 60), "every wait to register"))
+        if single:
+            during = len(redis_client.client_list())
+            assert during - before <= MAX_WATCHING + 2, (before, during)
+        assert sq._waits.connections() == 1
+        jobs = other.claim(60)
+        other.complete_many([(job, job.data + 1) for job in jobs])
+    finally:
+        for thread in threads:
+            thread.join(DEADLINE)
+    assert sorted(results.values()) == list(range(1, 61))
+
+
 def test_expired_wait_entries_are_pruned(sq: SyncQueue, queue_name: str, redis_client: Any) -> None:
     waiters = QueueKeys(queue_name).waiters
     job_ids = sq.add_many([{"name": "w"} for _ in range(30)])

@@ -26,14 +26,16 @@ its job again. State is per event loop (like the sender's client and the
 add batcher), so a Queue can wait from one ``asyncio.run`` after another; a
 loop's subscription is closed when that loop shuts down or by ``close()``.
 
-:func:`wait_sync` is the blocking version: a subscription per call (a
-blocking caller waits for one job at a time per thread).
+:class:`SyncWaits` is the same for blocking code: one subscription per
+SyncQueue, read by one daemon thread, shared by the waits of every thread
+(a threaded web server's waits hold one connection too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
@@ -52,6 +54,8 @@ from echomq.sending.sender import AsyncSender, SyncSender
 MAX_WATCHING = 16
 #: seconds one read of the subscription blocks before it looks again (client-side only).
 LISTEN_BLOCK = 5.0
+#: the same for the blocking listener thread, which also looks for close() this often.
+SYNC_LISTEN_BLOCK = 0.5
 #: seconds before subscribing again after the subscription's connection failed.
 RESUBSCRIBE_PAUSE = 0.25
 
@@ -195,42 +199,121 @@ async def _within(waiting: Any, seconds: float) -> bool:
     return True
 
 
-def wait_sync(sender: SyncSender, channel: str, job_id: str, timeout: float, watch: Watch) -> Job:
-    """``wait`` for blocking code: subscribe, register, block until the id arrives."""
-    deadline = time.monotonic() + timeout
-    pubsub: Any = sender.client().pubsub()  # type: ignore[no-untyped-call]
-    sharded = isinstance(pubsub, redis.cluster.ClusterPubSub)
+@dataclass(slots=True)
+class _SyncListener:
+    """One listener thread's subscription state (a new one after close())."""
 
-    def read() -> dict[str, Any] | None:
-        seconds = max(0.0, min(deadline - time.monotonic(), LISTEN_BLOCK))
-        if sharded:
-            return pubsub.get_sharded_message(timeout=seconds)  # type: ignore[no-any-return]
-        return pubsub.get_message(timeout=seconds)  # type: ignore[no-any-return]
-
-    try:
-        pubsub.ssubscribe(channel)
-        subscribed = _next_wake(read, deadline, None)
-        while True:
-            job = sender.send(watch(max(0.0, deadline - time.monotonic())))
-            if job is not None:
-                return job
-            if not subscribed or not _next_wake(read, deadline, job_id):
-                raise _timeout(job_id, timeout)
-    finally:
-        pubsub.close()
+    stop: threading.Event = field(default_factory=threading.Event)
+    subscribed: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
 
 
-def _next_wake(
-    read: Callable[[], dict[str, Any] | None], deadline: float, job_id: str | None
-) -> bool:
-    """Block until the subscription is confirmed (again: messages may have been
-    lost) or ``job_id`` is published; False if the deadline passed first."""
-    while time.monotonic() < deadline:
-        message = read()
-        if message is None:
-            continue
-        if message["type"] == "ssubscribe" or (
-            job_id is not None and message["type"] == "smessage" and message["data"] == job_id
-        ):
-            return True
-    return False
+class SyncWaits:
+    """The waits of one SyncQueue: ``wait(job_id, timeout, watch)`` from any thread.
+
+    The subscription is opened on the first wait and read by one daemon thread
+    until ``close()``; register calls go through the queue's own client, at
+    most MAX_WATCHING at once."""
+
+    def __init__(self, sender: SyncSender, channel: str) -> None:
+        self._sender = sender
+        self._channel = channel
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[threading.Event]] = {}
+        self._gate = threading.BoundedSemaphore(MAX_WATCHING)
+        self._listener: _SyncListener | None = None
+
+    def wait(self, job_id: str, timeout: float, watch: Watch) -> Job:
+        """The job once it is completed or dead; WaitTimeout after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        event = threading.Event()
+        with self._lock:
+            listener = self._start()
+            self._waiters.setdefault(job_id, set()).add(event)
+        try:
+            subscribed = listener.subscribed.wait(max(0.0, deadline - time.monotonic()))
+            while True:
+                event.clear()
+                with self._gate:
+                    job = self._sender.send(watch(max(0.0, deadline - time.monotonic())))
+                if job is not None:
+                    return job
+                if not subscribed or not event.wait(max(0.0, deadline - time.monotonic())):
+                    raise _timeout(job_id, timeout)
+        finally:
+            with self._lock:
+                events = self._waiters.get(job_id)
+                if events is not None:
+                    events.discard(event)
+                    if not events:
+                        del self._waiters[job_id]
+
+    def _start(self) -> _SyncListener:
+        """The running listener, started if there is none (the caller holds the lock)."""
+        listener = self._listener
+        if listener is None or listener.thread is None or not listener.thread.is_alive():
+            listener = self._listener = _SyncListener()
+            listener.thread = threading.Thread(
+                target=self._listen, args=(listener,), name="echomq-waits", daemon=True
+            )
+            listener.thread.start()
+        return listener
+
+    def _listen(self, listener: _SyncListener) -> None:
+        """Subscribe, then hand each published id to the waits on it, until close()."""
+        pubsub: Any = None
+        try:
+            while not listener.stop.is_set():
+                try:
+                    if pubsub is None:
+                        pubsub = self._sender.client().pubsub()  # type: ignore[no-untyped-call]
+                        pubsub.ssubscribe(self._channel)
+                    message = _read_sync(pubsub, SYNC_LISTEN_BLOCK)
+                except Exception:  # the connection failed: subscribe again
+                    _close_sync(pubsub)
+                    pubsub = None
+                    listener.stop.wait(RESUBSCRIBE_PAUSE)
+                    continue
+                if message is not None:
+                    self._deliver(listener, message)
+        finally:
+            _close_sync(pubsub)
+
+    def _deliver(self, listener: _SyncListener, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        with self._lock:
+            if kind == "smessage":
+                for event in self._waiters.get(message["data"], ()):
+                    event.set()
+            elif kind == "ssubscribe":
+                if listener.subscribed.is_set():  # subscribed again: messages may be lost
+                    for events in self._waiters.values():
+                        for event in events:
+                            event.set()
+                listener.subscribed.set()
+
+    def connections(self) -> int:
+        """How many subscription connections this queue holds (0 or 1)."""
+        listener = self._listener
+        return int(
+            listener is not None and listener.thread is not None and listener.thread.is_alive()
+        )
+
+    def close(self) -> None:
+        """Stop the listener; it closes its subscription within SYNC_LISTEN_BLOCK."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop.set()
+
+
+def _read_sync(pubsub: Any, timeout: float) -> dict[str, Any] | None:
+    if isinstance(pubsub, redis.cluster.ClusterPubSub):
+        return pubsub.get_sharded_message(timeout=timeout)  # type: ignore[no-any-return,no-untyped-call]
+    return pubsub.get_message(timeout=timeout)  # type: ignore[no-any-return]
+
+
+def _close_sync(pubsub: Any) -> None:
+    if pubsub is not None:
+        with contextlib.suppress(Exception):  # a broken connection: nothing left to do
+            pubsub.close()
