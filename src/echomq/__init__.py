@@ -21,6 +21,7 @@ from echomq.errors import (
     OrderingMismatch,
     PayloadError,
     ServerError,
+    WaitTimeout,
 )
 from echomq.events import Event
 from echomq.job import Job, State
@@ -68,6 +69,7 @@ __all__ = [
     "Task",
     "TierCounts",
     "Unrecoverable",
+    "WaitTimeout",
     "Worker",
     "__version__",
     "current_job",

@@ -62,4 +62,5 @@ redis.call("HINCRBY", K_META, "completed", #done_ids)
 redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
 flush_events()
+for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out
