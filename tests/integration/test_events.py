@@ -3,7 +3,8 @@
 Each transition writes its event in the same script; a reader follows the
 stream from now or resumes after an id, and is told when it missed events
 that were trimmed. The stream length is the stored setting
-``event_stream_length`` (set here with a raw HSET on the settings hash).
+``event_stream_length`` (``configure``; one test also writes the settings
+hash field by hand).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def poll(condition: Callable[[], Any], what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def set_length(redis_client: Any, queue: str, length: int) -> None:
-    redis_client.hset(QueueKeys(queue).settings, "event_stream_length", length)
+def set_length(q: SyncQueue, length: int) -> None:
+    q.configure(event_stream_length=length)
 
 
 def test_every_transition_writes_its_event_with_its_fields(sq: SyncQueue) -> None:
@@ -151,7 +152,7 @@ def test_events_follow_from_now_and_resume_after_an_id(sq: SyncQueue) -> None:
 def test_a_trimmed_cursor_resumes_at_the_oldest_event_with_a_missed_notice(
     sq: SyncQueue, redis_client: Any, queue_name: str
 ) -> None:
-    set_length(redis_client, queue_name, 10)
+    set_length(sq, 10)
     first = sq.add("first")
     [added] = sq.read_events("0").events
     assert (added.job_id, added.id) == (first, "1")
@@ -168,19 +169,30 @@ def test_a_trimmed_cursor_resumes_at_the_oldest_event_with_a_missed_notice(
     assert sq.read_events(oldest.id).missed == 0  # a retained cursor: no notice
 
 
-def test_length_zero_writes_no_stream(sq: SyncQueue, redis_client: Any, queue_name: str) -> None:
-    set_length(redis_client, queue_name, 0)
+@pytest.mark.parametrize("how", ["configure", "raw hash field"])
+def test_length_zero_writes_no_stream(
+    sq: SyncQueue, redis_client: Any, queue_name: str, how: str
+) -> None:
+    if how == "configure":
+        set_length(sq, 0)
+    else:
+        redis_client.hset(QueueKeys(queue_name).settings, "event_stream_length", 0)
     job_id = sq.add("j")
     [job] = sq.claim(1)
+    sq.progress(job, 1)
     sq.complete(job)
     assert sq.get(job_id) is not None
     assert redis_client.exists(QueueKeys(queue_name).events) == 0
+    set_length(sq, 5)  # on again: events go on from here
+    start = sq.read_events(None).cursor
+    other = sq.add("k")
+    assert [(e.kind, e.job_id) for e in all_after(sq, start)] == [("added", other)]
 
 
 def test_the_stream_stays_near_its_length(
     sq: SyncQueue, redis_client: Any, queue_name: str
 ) -> None:
-    set_length(redis_client, queue_name, 150)
+    set_length(sq, 150)
     for _ in range(500):
         sq.add("j")  # one entry of one event each
     kept = len(all_after(sq, "0"))

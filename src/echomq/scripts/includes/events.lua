@@ -18,25 +18,22 @@
 --      events that have one (offset: 0 for the entry's first event).
 -- Collecting is a few table stores per event (no string is built per event).
 --
--- Length: the stored setting event_stream_length (K_SETTINGS; absent: the
--- default below; 0: no event is written at all) counts events. Entry ids
+-- Length: the stored setting event_stream_length (configure; absent: 10,000;
+-- 0: no event is written at all) counts events. Entry ids
 -- are event numbers, so "keep the last N events" is XADD MINID ~ (last - N
 -- + 1): the server drops whole stream nodes (100 entries by default) whose
 -- ids are all below it, O(1) amortized; the stream keeps at least N events.
 --
--- K_SETTINGS is read when this include runs (before the script's first
--- write); K_EVENTS is read only in flush_events, after the script's writes:
--- it is a fixed key declared in KEYS, which the server checks before the
--- script starts (includes/fixed.lua), so it cannot be missing mid-script.
-local EVENTS_DEFAULT_LENGTH = 10000
+-- The setting comes from fixed.lua's one read of K_SETTINGS (OPT), before the
+-- script's first write; K_EVENTS is read only in flush_events, after the
+-- script's writes: it is a fixed key declared in KEYS, which the server checks
+-- before the script starts (includes/fixed.lua), so it cannot be missing
+-- mid-script.
 local EVENTS_PER_ENTRY = 500
 local ERROR_BYTES = 200
 local PROGRESS_BYTES = 200
 
--- (OPT.event_stream_length when fixed.lua already read the stored settings)
-local EVENTS_LENGTH = OPT.event_stream_length
-  or tonumber(redis.call("HGET", K_SETTINGS, "event_stream_length") or "")
-  or EVENTS_DEFAULT_LENGTH
+local EVENTS_LENGTH = OPT.event_stream_length  -- default: settings.DEFAULT_EVENT_STREAM_LENGTH
 local TEXT_COLUMNS = {e = true, pg = true}
 
 local event_count = 0
