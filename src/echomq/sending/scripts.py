@@ -1,0 +1,135 @@
+"""How script calls go on the wire, and the one rule for a server that does not know them.
+
+A sender sends scripts as functions of the library (``FCALL``,
+echomq.scripts.library) while its :class:`ScriptForm` says so, else by SHA1
+(``EVALSHA``). A server may not know the code yet (first use, a restart
+without persistence, ``FUNCTION FLUSH``/``SCRIPT FLUSH``, a new cluster
+primary): it answers "Function not found" or NOSCRIPT, and the script did not
+run. Then, for calls sent together on one connection (a pipeline, or one
+call), the call that got that answer and every call after it are sent again:
+what came before it already ran and must not run twice.
+
+- "Function not found": the library is loaded (``FUNCTION LOAD``; on a
+  cluster on every primary, as the FCALL goes to the queue's node) and the
+  calls go again by FCALL. "Library already exists" is success: another
+  client loaded it first.
+- A server without functions (FCALL or FUNCTION unknown: before Valkey/Redis
+  7, or a user not allowed to load them) turns the sender to EVALSHA for
+  good; those calls go again by EVAL.
+- NOSCRIPT (EVALSHA): the calls go again by EVAL, which also caches the
+  script on that server. Any other failure to load the library also sends
+  that round by EVAL.
+
+One repair per send: a second miss comes back to the caller as the error it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
+
+from echomq.call import Call, Form
+from echomq.scripts.library import library
+
+#: sends raw commands on one connection; replies come back in order, errors as values.
+Execute = Callable[[list[tuple[Any, ...]]], list[Any]]
+AsyncExecute = Callable[[list[tuple[Any, ...]]], Awaitable[list[Any]]]
+#: loads the library where the calls go; the server's reply (an error as a value).
+Load = Callable[[], Any]
+AsyncLoad = Callable[[], Awaitable[Any]]
+
+_NOT_FOUND = "Function not found"
+_EXISTS = "already exists"
+_UNKNOWN = ("unknown command", "unknown subcommand")
+
+
+@dataclass(slots=True)
+class ScriptForm:
+    """How one sender sends scripts: as functions (FCALL) while ``functions`` is True,
+    else by SHA1 (EVALSHA). Set it to False to send by EVALSHA from the start."""
+
+    functions: bool = True
+
+    @property
+    def form(self) -> Form:
+        return "FCALL" if self.functions else "EVALSHA"
+
+
+def load_command() -> tuple[str, str, str]:
+    """The command that loads the library (its name carries its version)."""
+    return ("FUNCTION", "LOAD", library().source)
+
+
+def _missing(reply: Any) -> bool:
+    """True if ``reply`` says the server does not know the code (the script did not run)."""
+    if isinstance(reply, NoScriptError):
+        return True
+    if not isinstance(reply, ResponseError):
+        return False
+    text = str(reply)
+    return text.startswith(_NOT_FOUND) or (text.startswith(_UNKNOWN) and ("'fcall" in text.lower()))
+
+
+def _first_missing(replies: Sequence[Any]) -> int | None:
+    for i, reply in enumerate(replies):
+        if _missing(reply):
+            return i
+    return None
+
+
+def _unsupported(reply: Any) -> bool:
+    """True if ``reply`` shows the server has no functions for us (or forbids them)."""
+    if isinstance(reply, NoPermissionError):
+        return True
+    return isinstance(reply, ResponseError) and str(reply).startswith(_UNKNOWN)
+
+
+def _loaded(reply: Any, scripts: ScriptForm) -> bool:
+    """Whether the library is there after FUNCTION LOAD answered ``reply``; turns the
+    sender to EVALSHA if the server has no functions."""
+    if not isinstance(reply, Exception) or _EXISTS in str(reply):
+        return True
+    if _unsupported(reply):
+        scripts.functions = False
+    return False
+
+
+def _wired(calls: Sequence[Call[Any]], form: Form) -> list[tuple[Any, ...]]:
+    return [call.wire(form) for call in calls]
+
+
+def send(
+    execute: Execute, load: Load, scripts: ScriptForm, calls: Sequence[Call[Any]]
+) -> list[Any]:
+    """The raw replies of ``calls`` sent together (errors as values)."""
+    form = scripts.form
+    replies = execute(_wired(calls, form))
+    first = _first_missing(replies)
+    if first is None:
+        return replies
+    again: Form = "EVAL"
+    if form == "FCALL":
+        reply = replies[first] if _unsupported(replies[first]) else load()
+        again = "FCALL" if _loaded(reply, scripts) else "EVAL"
+    replies[first:] = execute(_wired(calls[first:], again))
+    return replies
+
+
+async def send_async(
+    execute: AsyncExecute, load: AsyncLoad, scripts: ScriptForm, calls: Sequence[Call[Any]]
+) -> list[Any]:
+    """The asyncio :func:`send`."""
+    form = scripts.form
+    replies = await execute(_wired(calls, form))
+    first = _first_missing(replies)
+    if first is None:
+        return replies
+    again: Form = "EVAL"
+    if form == "FCALL":
+        reply = replies[first] if _unsupported(replies[first]) else await load()
+        again = "FCALL" if _loaded(reply, scripts) else "EVAL"
+    replies[first:] = await execute(_wired(calls[first:], again))
+    return replies
