@@ -27,15 +27,19 @@ from functools import partial
 from typing import Any
 
 import harness
-from driver import DrainVariant, Item, System
+from driver import DRAIN_CONCURRENCY, DrainVariant, Item, System, worker_concurrency
 from driver import main as driver_main
 
 import echomq
 from echomq import Job, Queue, SyncQueue
 
 QUEUE = "bench"
-DRAIN_CONCURRENCY = 50  # jobs in flight per worker process (claimed as one batch by the loop)
+LOOP_BATCH = 50  # jobs claimed (and completed) per call by drain_batched_loop
 LEASE = 30.0
+
+
+#: the commands that run a script: the function library's, or EVALSHA/EVAL without it.
+SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha", "eval")
 
 
 def _lane_name(lanes: int, i: int) -> str:
@@ -57,10 +61,10 @@ class EchoMQ(System):
         self.queue: Queue | None = None
         runtime = "echomq.Worker" if has_worker() else "claim/complete loop"
         self.notes = (
-            f"drain: {runtime}, concurrency {DRAIN_CONCURRENCY}, lease {LEASE:g}s; "
-            "priority drain: concurrency 1",
+            f"drain: {runtime}, concurrency {DRAIN_CONCURRENCY} (drain_sweep: 1, 10, 50, 100), "
+            f"default claim batching, lease {LEASE:g}s; priority drain: concurrency 1",
             "add_bulk: Queue.add_many, 1000 jobs per call",
-            f"drain_batched_loop: claim({DRAIN_CONCURRENCY}) + one complete_many per batch, "
+            f"drain_batched_loop: claim({LOOP_BATCH}) + one complete_many per batch, "
             "doorbell BLPOP when idle (no heartbeats): what a batching worker could reach",
             f"ordering={ordering!r}, default retention (keep_completed=1000)",
         )
@@ -89,7 +93,7 @@ class EchoMQ(System):
         )
 
     def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
-        concurrency = 1 if mode == "priority" else DRAIN_CONCURRENCY
+        concurrency = LOOP_BATCH if mode == "loop" else worker_concurrency(mode)
         asyncio.run(serve(url, self.ordering, concurrency, tally, batched=mode == "loop"))
 
 
@@ -215,8 +219,8 @@ class Extras:
             await op()
         rtt = (time.perf_counter() - t0) / count * 1e6
         work = self.probe.work(before)
-        calls = work.calls.get("evalsha", 0) + work.calls.get("eval", 0)
-        usec = work.usec.get("evalsha", 0) + work.usec.get("eval", 0)
+        calls = sum(work.calls.get(c, 0) for c in SCRIPT_COMMANDS)
+        usec = sum(work.usec.get(c, 0) for c in SCRIPT_COMMANDS)
         return usec / max(1, calls), rtt
 
     def record_cost(self, metric: str, cost: tuple[float, float]) -> None:
