@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -36,6 +37,23 @@ from echomq import Job, Queue, SyncQueue
 QUEUE = "bench"
 LOOP_BATCH = 50  # jobs claimed (and completed) per call by drain_batched_loop
 LEASE = 30.0
+
+
+#: ECHOMQ_BENCH_BY_SHA=1 sends the scripts by EVALSHA instead of the function library
+#: (FCALL), to compare the two on one machine.
+BY_SHA = os.environ.get("ECHOMQ_BENCH_BY_SHA") == "1"
+
+
+def _queue(url: str, **options: Any) -> Queue:
+    queue = Queue(QUEUE, url, **options)
+    queue.sender.scripts.functions = not BY_SHA
+    return queue
+
+
+def _sync_queue(url: str) -> SyncQueue:
+    queue = SyncQueue(QUEUE, url)
+    queue.sender.scripts.functions = not BY_SHA
+    return queue
 
 
 #: the commands that run a script: the function library's, or EVALSHA/EVAL without it.
@@ -73,7 +91,7 @@ class EchoMQ(System):
         return echomq.__version__
 
     async def open(self, url: str) -> None:
-        self.queue = Queue(QUEUE, url, ordering=self.ordering)  # type: ignore[arg-type]
+        self.queue = _queue(url, ordering=self.ordering)  # type: ignore[arg-type]
 
     async def close(self) -> None:
         if self.queue is not None:
@@ -109,7 +127,7 @@ async def serve(
     url: str, ordering: str, concurrency: int, tally: harness.Tally, *, batched: bool = False
 ) -> None:
     """Run echomq.Worker (or, ``batched`` or without Worker, the claim loop) until SIGTERM."""
-    queue = Queue(QUEUE, url, ordering=ordering)  # type: ignore[arg-type]
+    queue = _queue(url, ordering=ordering)  # type: ignore[arg-type]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -192,7 +210,7 @@ class Extras:
     # helpers
     def queue(self, ordering: str = "composite") -> Queue:
         self.probe.flush()
-        return Queue(QUEUE, self.url, ordering=ordering)  # type: ignore[arg-type]
+        return _queue(self.url, ordering=ordering)  # type: ignore[arg-type]
 
     async def fill(
         self,
@@ -371,7 +389,7 @@ class Extras:
         for _ in range(self.runs):
             for url, suffix in transports:
                 self.probe.flush()
-                q = Queue(QUEUE, url)
+                q = _queue(url)
                 tally = await self._latency_round(q, url, n)
                 await q.close()
                 if tally is None:
@@ -429,7 +447,7 @@ def _sync_pings(url: str, n: int) -> float:
 
 def _sync_adds(url: str, n: int) -> float:
     """jobs/s of ``n`` SyncQueue.add calls, each waiting for its reply."""
-    with SyncQueue(QUEUE, url) as queue:
+    with _sync_queue(url) as queue:
         queue.add("noop")  # connect and load the script first
         t0 = time.perf_counter()
         for seq in range(n):

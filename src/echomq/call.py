@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from echomq.scripts import Script
-from echomq.scripts.library import READ_ONLY, library
+from echomq.scripts.library import READ_ONLY, function_name
 
 T = TypeVar("T")
 
@@ -50,7 +50,7 @@ class Call(Generic[T]):
         head: tuple[str, str]
         if form == "FCALL":
             name = self.script.name
-            head = ("FCALL_RO" if name in READ_ONLY else "FCALL", library().function(name))
+            head = ("FCALL_RO" if name in READ_ONLY else "FCALL", function_name(name))
         elif form == "EVALSHA":
             head = ("EVALSHA", self.script.sha)
         else:

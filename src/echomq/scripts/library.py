@@ -9,7 +9,7 @@ each ``NAME.lua``, includes expanded, becomes the body of one function,
 so KEYS and ARGV mean what they mean in the script, and each script's
 top-level locals stay local to its own function (the 200-locals limit and
 each include are per function, as they are per script). ``<version>`` is a
-hash of the whole library text: the library's name and every function's name
+hash of every file the library is built from: the library's name and every function's name
 carry it, so a newer client never replaces the functions an older client
 runs (two versions coexist on one server, each loading its own library).
 
@@ -30,7 +30,8 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 
-from echomq.scripts import all_scripts
+from echomq.scripts import _HERE, all_scripts
+from echomq.storage import FORMAT
 
 #: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
 READ_ONLY = frozenset({"stats", "listJobs", "waitingTiers"})
@@ -49,25 +50,47 @@ class Library:
 
     def function(self, script: str) -> str:
         """The function that runs script ``script`` (``echomq_<version>_claim``)."""
-        return f"{self.name}_{script}"
+        return function_name(script)
 
 
-def _register(prefix: str, name: str, body: str) -> str:
+#: how each script is wrapped into a function (part of the version: a change renames).
+_WRAPPER = (
+    'redis.register_function{{function_name = "{function}"{flags},\n'
+    "callback = function(KEYS, ARGV)\n{body}\nend}}\n"
+)
+
+
+@cache
+def version() -> str:
+    """A hash of everything the library is built from: each script file and include as
+    written, the stored format, the wrapper and the read-only set. Cheaper than
+    building the library (a call names its function without building it)."""
+    digest = hashlib.sha1(f"{FORMAT}\n{_WRAPPER}\n{sorted(READ_ONLY)}\n".encode())
+    for path in sorted([*_HERE.glob("*.lua"), *_HERE.glob("includes/*.lua")]):
+        digest.update(f"{path.relative_to(_HERE)}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:VERSION_DIGITS]
+
+
+def library_name() -> str:
+    """``echomq_<version>``: the library of this client's scripts."""
+    return f"echomq_{version()}"
+
+
+def function_name(script: str) -> str:
+    """The function that runs script ``script`` (``echomq_<version>_claim``)."""
+    return f"{library_name()}_{script}"
+
+
+def _register(name: str, body: str) -> str:
     flags = ', flags = {"no-writes"}' if name in READ_ONLY else ""
-    return (
-        f'redis.register_function{{function_name = "{prefix}_{name}"{flags},\n'
-        f"callback = function(KEYS, ARGV)\n{body}\nend}}\n"
-    )
+    return _WRAPPER.format(function=function_name(name), flags=flags, body=body)
 
 
 @cache
 def library() -> Library:
-    """The library of every script of the package (built once per process)."""
+    """The library of every script of the package (built once per process, when a
+    server first needs it loaded)."""
     scripts = all_scripts()
-
-    def text(name: str) -> str:
-        return "".join(_register(name, each, scripts[each].source) for each in sorted(scripts))
-
-    version = hashlib.sha1(text("").encode()).hexdigest()[:VERSION_DIGITS]
-    name = f"echomq_{version}"
-    return Library(name, f"#!lua name={name}\n" + text(name), version)
+    body = "".join(_register(name, scripts[name].source) for name in sorted(scripts))
+    return Library(library_name(), f"#!lua name={library_name()}\n" + body, version())
