@@ -16,8 +16,11 @@ import redis
 
 from commandstats import SCRIPT_COMMANDS, calls
 from echomq import Queue, SyncQueue
+from echomq.call import Call
 from echomq.scripts import all_scripts
 from echomq.scripts.library import READ_ONLY, library
+from echomq.sending import pipelines, scripts
+from echomq.sending.scripts import ScriptForm
 from servers import ServerFactory
 
 #: FUNCTION LOAD as INFO commandstats names it.
@@ -167,20 +170,53 @@ NO_FCALL = {"rename-command": 'FCALL ""\nrename-command FCALL_RO ""\nrename-comm
 NO_FUNCTION_LOAD = {"rename-command": 'FUNCTION ""'}
 
 
-@pytest.mark.parametrize("options", [NO_FCALL, NO_FUNCTION_LOAD], ids=["no-fcall", "no-load"])
+#: a user allowed scripts (EVAL, EVALSHA) but not functions.
+NOT_ALLOWED = ("on", "nopass", "~*", "&*", "+@all", "-fcall", "-fcall_ro", "-function")
+
+
+@pytest.mark.parametrize(
+    ("options", "user"),
+    [(NO_FCALL, None), (NO_FUNCTION_LOAD, None), ({}, NOT_ALLOWED)],
+    ids=["no-fcall", "no-load", "not-allowed"],
+)
 async def test_a_server_without_functions_gets_scripts_by_evalsha(
-    server_factory: ServerFactory, options: dict[str, str]
+    server_factory: ServerFactory, options: dict[str, str], user: tuple[str, ...] | None
 ) -> None:
     server = server_factory("valkey", options)
-    with SyncQueue("q", server.url) as q:
+    url = server.url
+    if user is not None:
+        with server.client() as admin:
+            admin.execute_command("ACL", "SETUSER", "scripts-only", *user)
+        url = url.replace("redis://", "redis://scripts-only:any@")
+    with SyncQueue("q", url) as q:
         _every_script_kind(q)
         assert q.sender.scripts.functions is False
         _every_script_kind(q)
         assert q.stats().counts["completed"] == 2
-    async with Queue("q", server.url) as aq:
+    async with Queue("q", url) as aq:
         await aq.add("j")
         assert aq.sender.scripts.functions is False
         assert (await aq.stats()).counts["waiting"] == 5
     with server.client() as client:
         sent = calls(client, "evalsha", "eval")
     assert sent["evalsha"] >= 15 and 1 <= sent["eval"] <= len(all_scripts()), sent
+
+
+@pytest.mark.no_cluster("a pipeline on one server's connection")
+@pytest.mark.parametrize("functions", [True, False], ids=["fcall", "evalsha"])
+def test_in_a_pipeline_only_the_calls_from_the_first_unknown_one_go_again(
+    sq: SyncQueue, redis_client: redis.Redis, functions: bool
+) -> None:
+    counter = f"t:{sq.name}:ran"
+    before: Call[int] = Call(parse=int, command=("INCR", counter))
+    calls: list[Call[Any]] = [before, sq.engine.add("a"), sq.engine.add("b")]
+    redis_client.script_flush()
+    redis_client.function_flush()
+    form = ScriptForm(functions)
+    execute = pipelines.on_client(redis_client)
+    replies = scripts.send(execute, pipelines.load_with(execute), form, calls)
+    assert [type(r) for r in replies[1:]] == [list, list], replies  # the ids, no errors
+    assert int(redis_client.get(counter) or 0) == 1  # ran once, not sent again
+    assert sq.stats().counts["waiting"] == 2
+    assert form.functions is functions
+    redis_client.delete(counter)

@@ -15,7 +15,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from echomq.sending.scripts import AsyncExecute, AsyncLoad, Execute, Load, load_command
 
@@ -112,14 +112,15 @@ def _worst(replies: list[Any]) -> Any:
 
 
 def load_on_primaries(client: redis.cluster.RedisCluster) -> Load:
-    """Load the library on every primary of a cluster (a call goes to its queue's node)."""
+    """Load the library on every primary of a cluster (a call goes to its queue's node).
+    A primary that fails to answer makes the reply an error: the calls then go by EVAL."""
 
     def load() -> Any:
         replies: list[Any] = []
         for node in client.get_primaries():  # type: ignore[no-untyped-call]
             try:
                 replies.append(client.execute_command(*load_command(), target_nodes=node))  # type: ignore[no-untyped-call]
-            except ResponseError as exc:
+            except RedisError as exc:
                 replies.append(exc)
         return _worst(replies)
 
@@ -134,7 +135,7 @@ def load_on_primaries_async(client: redis.asyncio.cluster.RedisCluster) -> Async
         for node in client.get_primaries():
             try:
                 replies.append(await client.execute_command(*load_command(), target_nodes=node))
-            except ResponseError as exc:
+            except RedisError as exc:
                 replies.append(exc)
         return _worst(replies)
 

@@ -64,13 +64,14 @@ def load_command() -> tuple[str, str, str]:
 
 
 def _missing(reply: Any) -> bool:
-    """True if ``reply`` says the server does not know the code (the script did not run)."""
+    """True if ``reply`` says the server does not know the code, or will not run it as a
+    function (FCALL unknown or not allowed): either way the script did not run."""
     if isinstance(reply, NoScriptError):
         return True
     if not isinstance(reply, ResponseError):
         return False
     text = str(reply)
-    return text.startswith(_NOT_FOUND) or (text.startswith(_UNKNOWN) and ("'fcall" in text.lower()))
+    return text.startswith(_NOT_FOUND) or (_unsupported(reply) and "'fcall" in text.lower())
 
 
 def _first_missing(replies: Sequence[Any]) -> int | None:
