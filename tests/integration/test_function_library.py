@@ -198,8 +198,9 @@ async def test_a_server_without_functions_gets_scripts_by_evalsha(
         assert aq.sender.scripts.functions is False
         assert (await aq.stats()).counts["waiting"] == 5
     with server.client() as client:
-        sent = calls(client, "evalsha", "eval")
-    assert sent["evalsha"] >= 15 and 1 <= sent["eval"] <= len(all_scripts()), sent
+        sent = calls(client, "evalsha", "eval", "script|load")
+    assert sent["evalsha"] >= 15 and sent["eval"] == 0, sent
+    assert 1 <= sent["script|load"] <= 2 * len(all_scripts()), sent
 
 
 @pytest.mark.no_cluster("a pipeline on one server's connection")
@@ -220,3 +221,26 @@ def test_in_a_pipeline_only_the_calls_from_the_first_unknown_one_go_again(
     assert sq.stats().counts["waiting"] == 2
     assert form.functions is functions
     redis_client.delete(counter)
+
+
+@pytest.mark.no_cluster("INFO commandstats counts one server's calls")
+@pytest.mark.parametrize("functions", [True, False], ids=["fcall", "evalsha"])
+def test_a_rarely_used_script_is_not_sent_again_when_others_churn_eval_scripts(
+    sq: SyncQueue, redis_client: redis.Redis, functions: bool
+) -> None:
+    """Valkey 8.1+ evicts scripts cached by EVAL once more than 500 are (LRU): on a
+    server shared with clients that send many EVAL scripts, stats() must not be sent
+    in full on every call. Functions and SCRIPT LOAD-ed scripts are never evicted."""
+    sq.sender.scripts.functions = functions
+    redis_client.script_flush()
+    sq.stats()  # the server learns it (FUNCTION LOAD or SCRIPT LOAD, never EVAL)
+    before = _counts(redis_client)
+    for churn in range(3):
+        with redis_client.pipeline(transaction=False) as pipe:
+            for i in range(600):  # another client's scripts
+                pipe.eval(f"return {churn * 1000 + i}", 0)
+            pipe.execute()
+        sq.stats()
+    sent = _delta(_counts(redis_client), before)
+    assert sent["eval"] == 3 * 600, sent  # the churn only
+    assert sent["fcall_ro" if functions else "evalsha"] == 3, sent  # each stats() once

@@ -14,13 +14,19 @@ what came before it already ran and must not run twice.
   calls go again by FCALL. "Library already exists" is success: another
   client loaded it first.
 - A server without functions (FCALL or FUNCTION unknown: before Valkey/Redis
-  7, or a user not allowed to load them) turns the sender to EVALSHA for
-  good; those calls go again by EVAL.
-- NOSCRIPT (EVALSHA): the calls go again by EVAL, which also caches the
-  script on that server. Any other failure to load the library also sends
-  that round by EVAL.
+  7, or a user not allowed them) turns the sender to EVALSHA for good; those
+  calls go again as below.
+- NOSCRIPT (EVALSHA), or any other failure to load the library: each script
+  among those calls is loaded with ``SCRIPT LOAD`` and the calls go again by
+  EVALSHA, in one round trip. Not by EVAL: Valkey 8.1+ evicts scripts that
+  EVAL cached once more than 500 are cached (least recently used first), so
+  on a server shared with clients that send many EVAL scripts, a rarely used
+  script (``stats``) would be evicted again and again and sent in full on
+  every call; ``SCRIPT LOAD``-ed scripts and functions are never evicted.
+  If ``SCRIPT LOAD`` itself fails, the calls go by EVAL.
 
-One repair per send: a second miss comes back to the caller as the error it is.
+At most one repair per send (plus the EVAL fallback): a second miss comes
+back to the caller as the error it is.
 """
 
 from __future__ import annotations
@@ -102,6 +108,16 @@ def _wired(calls: Sequence[Call[Any]], form: Form) -> list[tuple[Any, ...]]:
     return [call.wire(form) for call in calls]
 
 
+def _script_loads(calls: Sequence[Call[Any]]) -> list[tuple[Any, ...]]:
+    """SCRIPT LOAD of each script among ``calls`` (once each)."""
+    sources = dict.fromkeys(call.script.source for call in calls if call.script is not None)
+    return [("SCRIPT", "LOAD", source) for source in sources]
+
+
+def _loads_failed(replies: Sequence[Any]) -> bool:
+    return any(isinstance(reply, Exception) for reply in replies)
+
+
 def send(
     execute: Execute, load: Load, scripts: ScriptForm, calls: Sequence[Call[Any]]
 ) -> list[Any]:
@@ -111,11 +127,17 @@ def send(
     first = _first_missing(replies)
     if first is None:
         return replies
-    again: Form = "EVAL"
+    rest = calls[first:]
     if form == "FCALL":
         reply = replies[first] if _unsupported(replies[first]) else load()
-        again = "FCALL" if _loaded(reply, scripts) else "EVAL"
-    replies[first:] = execute(_wired(calls[first:], again))
+        if _loaded(reply, scripts):
+            replies[first:] = execute(_wired(rest, "FCALL"))
+            return replies
+    loads = _script_loads(rest)
+    again = execute([*loads, *_wired(rest, "EVALSHA")])
+    if _loads_failed(again[: len(loads)]):
+        again[len(loads) :] = execute(_wired(rest, "EVAL"))
+    replies[first:] = again[len(loads) :]
     return replies
 
 
@@ -128,9 +150,15 @@ async def send_async(
     first = _first_missing(replies)
     if first is None:
         return replies
-    again: Form = "EVAL"
+    rest = calls[first:]
     if form == "FCALL":
         reply = replies[first] if _unsupported(replies[first]) else await load()
-        again = "FCALL" if _loaded(reply, scripts) else "EVAL"
-    replies[first:] = await execute(_wired(calls[first:], again))
+        if _loaded(reply, scripts):
+            replies[first:] = await execute(_wired(rest, "FCALL"))
+            return replies
+    loads = _script_loads(rest)
+    again = await execute([*loads, *_wired(rest, "EVALSHA")])
+    if _loads_failed(again[: len(loads)]):
+        again[len(loads) :] = await execute(_wired(rest, "EVAL"))
+    replies[first:] = again[len(loads) :]
     return replies

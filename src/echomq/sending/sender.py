@@ -5,7 +5,8 @@ client and sends :class:`~echomq.call.Call` objects over it:
 
 - a script as a function of the library (FCALL), loading the library where
   the server does not have it (first use, a restart, a new primary), or by
-  EVALSHA/EVAL on a server without functions (:mod:`.scripts`, the one rule);
+  EVALSHA (SCRIPT LOAD after NOSCRIPT) on a server without functions
+  (:mod:`.scripts`, the one rule);
 - a durable call with ``WAIT`` on the same connection (:mod:`.durable`);
 - a blocking wait and the call that follows it in one pipeline
   (:meth:`AsyncSender.send_after`, the worker's doorbell);
