@@ -244,3 +244,29 @@ def test_a_rarely_used_script_is_not_sent_again_when_others_churn_eval_scripts(
     sent = _delta(_counts(redis_client), before)
     assert sent["eval"] == 3 * 600, sent  # the churn only
     assert sent["fcall_ro" if functions else "evalsha"] == 3, sent  # each stats() once
+
+
+def test_by_evalsha_a_flushed_server_gets_the_scripts_again(
+    sq: SyncQueue, redis_client: Any
+) -> None:
+    sq.sender.scripts.functions = False
+    sq.add("j")
+    redis_client.script_flush()  # on a cluster: every primary
+    sq.add("j")  # NOSCRIPT: SCRIPT LOAD, then EVALSHA again
+    assert len(sq.claim(2)) == 2
+    assert sq.stats().counts["active"] == 2
+    assert sq.sender.scripts.functions is False
+
+
+@pytest.mark.parametrize("functions", [True, False], ids=["fcall", "evalsha"])
+async def test_the_asyncio_queue_recovers_a_flushed_server(
+    aq: Queue, redis_client: Any, functions: bool
+) -> None:
+    aq.sender.scripts.functions = functions
+    await aq.add("j")
+    redis_client.script_flush()
+    redis_client.function_flush()
+    await aq.add("j")
+    assert len(await aq.claim(2)) == 2
+    assert (await aq.stats()).counts["active"] == 2
+    assert aq.sender.scripts.functions is functions
