@@ -56,15 +56,42 @@ def on_cluster_node(node: redis.asyncio.cluster.ClusterNode) -> AsyncExecute:
     return execute
 
 
+#: commands without a key that load code: on a cluster client they go to every primary.
+_LOADS = frozenset({"SCRIPT", "FUNCTION"})
+
+
+def _worst(replies: list[Any]) -> Any:
+    """The first error that is not "already exists" (another client loaded the code
+    first), else the first reply that is not an error (a SHA1, a library name), else OK."""
+    for reply in replies:
+        if isinstance(reply, Exception) and "already exists" not in str(reply):
+            return reply
+    return next((r for r in replies if not isinstance(r, Exception)), "OK")
+
+
 def one_by_one(client: redis.Redis | redis.cluster.RedisCluster) -> Execute:
-    """Execute each command as its own call (a cluster client routes each by its key);
-    a server's error reply comes back as a value, a connection error raises."""
+    """Execute each command as its own call (a cluster client routes each by its key,
+    and sends SCRIPT/FUNCTION LOAD to every primary, as a call goes to its queue's
+    node); a server's error reply comes back as a value, a connection error raises
+    (of a load on a cluster: comes back as a value, so the calls go by EVAL)."""
+
+    def on_primaries(cluster: redis.cluster.RedisCluster, command: tuple[Any, ...]) -> Any:
+        replies: list[Any] = []
+        for node in cluster.get_primaries():  # type: ignore[no-untyped-call]
+            try:
+                replies.append(cluster.execute_command(*command, target_nodes=node))  # type: ignore[no-untyped-call]
+            except RedisError as exc:
+                replies.append(exc)
+        return _worst(replies)
 
     def execute(commands: list[tuple[Any, ...]]) -> list[Any]:
         replies: list[Any] = []
         for command in commands:
             try:
-                replies.append(client.execute_command(*command))  # type: ignore[no-untyped-call]
+                if isinstance(client, redis.cluster.RedisCluster) and command[0] in _LOADS:
+                    replies.append(on_primaries(client, command))
+                else:
+                    replies.append(client.execute_command(*command))  # type: ignore[no-untyped-call]
             except ResponseError as exc:
                 replies.append(exc)
         return replies
@@ -77,11 +104,25 @@ def one_by_one_async(
 ) -> AsyncExecute:
     """The asyncio :func:`one_by_one`."""
 
+    async def on_primaries(
+        cluster: redis.asyncio.cluster.RedisCluster, command: tuple[Any, ...]
+    ) -> Any:
+        replies: list[Any] = []
+        for node in cluster.get_primaries():
+            try:
+                replies.append(await cluster.execute_command(*command, target_nodes=node))
+            except RedisError as exc:
+                replies.append(exc)
+        return _worst(replies)
+
     async def execute(commands: list[tuple[Any, ...]]) -> list[Any]:
         replies: list[Any] = []
         for command in commands:
             try:
-                replies.append(await client.execute_command(*command))
+                if isinstance(client, redis.asyncio.cluster.RedisCluster) and command[0] in _LOADS:
+                    replies.append(await on_primaries(client, command))
+                else:
+                    replies.append(await client.execute_command(*command))
             except ResponseError as exc:
                 replies.append(exc)
         return replies
@@ -90,54 +131,16 @@ def one_by_one_async(
 
 
 def load_with(execute: Execute) -> Load:
-    """Load the library with ``execute`` (where the calls it sends go)."""
-    return lambda: execute([load_command()])[0]
+    """Load the library with ``execute`` (where the calls it sends go); "already
+    exists" (another client loaded it first) is success."""
+    return lambda: _worst(execute([load_command()]))
 
 
 def load_with_async(execute: AsyncExecute) -> AsyncLoad:
     """The asyncio :func:`load_with`."""
 
     async def load() -> Any:
-        return (await execute([load_command()]))[0]
-
-    return load
-
-
-def _worst(replies: list[Any]) -> Any:
-    """The first error that is not "already exists", else "OK"."""
-    for reply in replies:
-        if isinstance(reply, Exception) and "already exists" not in str(reply):
-            return reply
-    return "OK"
-
-
-def load_on_primaries(client: redis.cluster.RedisCluster) -> Load:
-    """Load the library on every primary of a cluster (a call goes to its queue's node).
-    A primary that fails to answer makes the reply an error: the calls then go by EVAL."""
-
-    def load() -> Any:
-        replies: list[Any] = []
-        for node in client.get_primaries():  # type: ignore[no-untyped-call]
-            try:
-                replies.append(client.execute_command(*load_command(), target_nodes=node))  # type: ignore[no-untyped-call]
-            except RedisError as exc:
-                replies.append(exc)
-        return _worst(replies)
-
-    return load
-
-
-def load_on_primaries_async(client: redis.asyncio.cluster.RedisCluster) -> AsyncLoad:
-    """The asyncio :func:`load_on_primaries`."""
-
-    async def load() -> Any:
-        replies: list[Any] = []
-        for node in client.get_primaries():
-            try:
-                replies.append(await client.execute_command(*load_command(), target_nodes=node))
-            except RedisError as exc:
-                replies.append(exc)
-        return _worst(replies)
+        return _worst(await execute([load_command()]))
 
     return load
 

@@ -127,10 +127,7 @@ class AsyncSender(_Sender[AsyncClient]):
         if call.script is None:
             return call.parse(await client.execute_command(*call.command))
         execute = pipelines.one_by_one_async(client)
-        if isinstance(client, redis.asyncio.cluster.RedisCluster):
-            load = pipelines.load_on_primaries_async(client)
-        else:
-            load = pipelines.load_with_async(execute)
+        load = pipelines.load_with_async(execute)
         (reply,) = await scripts.send_async(execute, load, self.scripts, [call])
         return call.parse(pipelines.raised(reply))
 
@@ -207,10 +204,7 @@ class SyncSender(_Sender[SyncClient]):
         if call.script is None:
             return call.parse(client.execute_command(*call.command))  # type: ignore[no-untyped-call]
         execute = pipelines.one_by_one(client)
-        if isinstance(client, redis.cluster.RedisCluster):
-            load = pipelines.load_on_primaries(client)
-        else:
-            load = pipelines.load_with(execute)
+        load = pipelines.load_with(execute)
         (reply,) = scripts.send(execute, load, self.scripts, [call])
         return call.parse(pipelines.raised(reply))
 
