@@ -270,3 +270,16 @@ async def test_the_asyncio_queue_recovers_a_flushed_server(
     assert len(await aq.claim(2)) == 2
     assert (await aq.stats()).counts["active"] == 2
     assert aq.sender.scripts.functions is functions
+
+
+def test_a_library_the_server_cannot_compile_turns_the_sender_to_evalsha(
+    sq: SyncQueue, redis_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused once, it would be refused on every call: the sender stops trying."""
+    broken = f"#!lua name={library().name}\nredis.register_function('x', function() return 1 + end)"
+    for module in (scripts, pipelines):  # where the load command is built
+        monkeypatch.setattr(module, "load_command", lambda: ("FUNCTION", "LOAD", broken))
+    redis_client.function_flush()
+    assert sq.add("j")  # Function not found, the load refused, then SCRIPT LOAD + EVALSHA
+    assert sq.sender.scripts.functions is False
+    assert len(sq.claim(1)) == 1

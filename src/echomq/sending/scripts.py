@@ -14,8 +14,8 @@ what came before it already ran and must not run twice.
   calls go again by FCALL. "Library already exists" is success: another
   client loaded it first.
 - A server without functions (FCALL or FUNCTION unknown: before Valkey/Redis
-  7, or a user not allowed them) turns the sender to EVALSHA for good; those
-  calls go again as below.
+  7, or a user not allowed them), or one that cannot compile the library,
+  turns the sender to EVALSHA for good; those calls go again as below.
 - NOSCRIPT (EVALSHA), or any other failure to load the library: each script
   among those calls is loaded with ``SCRIPT LOAD`` and the calls go again by
   EVALSHA, in one round trip. Not by EVAL: Valkey 8.1+ evicts scripts that
@@ -31,6 +31,7 @@ back to the caller as the error it is.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,9 @@ AsyncLoad = Callable[[], Awaitable[Any]]
 _NOT_FOUND = "Function not found"
 _EXISTS = "already exists"
 _UNKNOWN = ("unknown command", "unknown subcommand")
+_REFUSED = "Error compiling"
+
+log = logging.getLogger("echomq")
 
 
 @dataclass(slots=True)
@@ -96,10 +100,15 @@ def _unsupported(reply: Any) -> bool:
 
 def _loaded(reply: Any, scripts: ScriptForm) -> bool:
     """Whether the library is there after FUNCTION LOAD answered ``reply``; turns the
-    sender to EVALSHA if the server has no functions."""
+    sender to EVALSHA if the server has no functions, or refuses this library (it
+    would refuse it again on every call: a script that does not build as a function,
+    which tests/integration/test_function_library.py exists to catch first)."""
     if not isinstance(reply, Exception) or _EXISTS in str(reply):
         return True
     if _unsupported(reply):
+        scripts.functions = False
+    elif _REFUSED in str(reply):
+        log.warning("echomq's function library was refused, scripts go by EVALSHA: %s", reply)
         scripts.functions = False
     return False
 
