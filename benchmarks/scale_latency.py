@@ -178,7 +178,9 @@ def server_cpu(raw: redis.Redis) -> float:
 def script_calls(raw: redis.Redis) -> int:
     stats = raw.info("commandstats")
     return sum(
-        int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
+        int(v["calls"])
+        for k, v in stats.items()
+        if k in ("cmdstat_fcall", "cmdstat_fcall_ro", "cmdstat_evalsha", "cmdstat_eval")
     )
 
 
