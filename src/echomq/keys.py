@@ -144,6 +144,12 @@ class QueueKeys:
         """zset: job ids a client waits on (``wait``), scored by the wait's deadline (ms)."""
         return self._part("waiters")
 
+    @property
+    def renumber(self) -> str:
+        """zset: job id → arrival counter, the index of a renumbering of the
+        arrival counter in progress (docs/ordering.md); absent otherwise."""
+        return self._part("renumber")
+
     # data-dependent keys (built by includes/keys.lua on the server)
     def job(self, job_id: str) -> str:
         return self._part("job:" + job_id)
@@ -177,4 +183,5 @@ class QueueKeys:
             self.settings,
             self.events,
             self.waiters,
+            self.renumber,
         ]

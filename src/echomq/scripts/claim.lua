@@ -22,6 +22,7 @@
 -- @include keys
 -- @include clock
 -- @include lanes
+-- @include renumber
 -- @include retention
 -- @include time
 
@@ -145,8 +146,10 @@ local now = now_ms()
 -- (includes/time.lua), both read before the first write
 local due = read_due(now)
 local expired = read_expired(now, false)
+local renumber_step = read_renumber(#due.ids)
 local paused = redis.call("HGET", K_META, "paused") == "1"
 if not paused then foresee_claim(due, expired) end
+apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
 reap(expired, now)
 flush_lanes()
@@ -210,7 +213,10 @@ while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
   local popped = redis.call("ZPOPMIN", lk, take)
   local got = #popped / 2
   for i = 1, #popped, 2 do
-    if lease(popped[i]) then remaining = remaining - 1 end
+    if lease(popped[i]) then
+      remaining = remaining - 1
+      note_leased(popped[i], popped[i + 1])
+    end
   end
   served[lane] = (served[lane] or 0) + got
   if got < take or redis.call("EXISTS", lk) == 0 then

@@ -110,7 +110,7 @@ local function reap(plan, now)
         dead_pairs[#dead_pairs + 1] = id
       else
         redis.call("HSET", jk, "st", stalls, "s", "waiting")
-        enter_lane(f[3], id, f[4])
+        enter_lane(f[3], id, renamed[id] or f[4])  -- renumbered in this very call?
       end
       reaped = reaped + 1
     end
