@@ -213,10 +213,7 @@ while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
   local popped = redis.call("ZPOPMIN", lk, take)
   local got = #popped / 2
   for i = 1, #popped, 2 do
-    if lease(popped[i]) then
-      remaining = remaining - 1
-      note_leased(popped[i], popped[i + 1])
-    end
+    if lease(popped[i]) then remaining = remaining - 1 end
   end
   served[lane] = (served[lane] or 0) + got
   if got < take or redis.call("EXISTS", lk) == 0 then

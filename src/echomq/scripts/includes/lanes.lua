@@ -13,8 +13,8 @@ local REBASE_AT = 2147483648        -- 2^31: past it, the counter starts again (
 -- stage in the meta hash (rn: "scan" | "compact"; rnn: the next new counter).
 -- While one runs, every job that enters a lane with a counter at or above
 -- rnn (an arrival, or a job coming back that is not renumbered yet) is listed
--- in the index K_RENUMBER (id -> counter), and so is every job a claim leases
--- during the scan: the steps find it there whatever it did meanwhile.
+-- in the index K_RENUMBER (id -> counter): the steps find it there whatever
+-- it did meanwhile.
 local renumbering = nil   -- {stage, next} or false, read once per call
 local function renumber_state()
   if renumbering == nil then
@@ -24,7 +24,6 @@ local function renumber_state()
   return renumbering
 end
 local renamed = {}        -- id -> new lane score, for jobs renumbered in this call
-local leased_index = {}   -- counter, id pairs of jobs leased during a scan
 
 -- The counter, id pairs of buffered lane entries that the index must list.
 local function index_pairs(buf, out)
@@ -38,16 +37,6 @@ local function index_pairs(buf, out)
     end
   end
   return out
-end
-
--- A claim leases a job (lane score ``score``): listed during a scan, since it
--- may have left its lane before the scan reached it.
-local function note_leased(id, score)
-  local rn = renumber_state()
-  if rn and rn.stage == "scan" then
-    leased_index[#leased_index + 1] = tonumber(score) % TIER_UNIT
-    leased_index[#leased_index + 1] = id
-  end
 end
 local pending = {}        -- lane -> {score1, id1, score2, id2, ...}
 local pending_order = {}  -- lanes in the order their first pending job entered
@@ -84,7 +73,7 @@ end
 -- A lane that was empty also gets its served count (0): the served hash then
 -- names every lane of the ring, which a renumbering's scan walks (HSCAN).
 local function flush_lanes()
-  local indexed = leased_index
+  local indexed = {}
   for _, lane in ipairs(pending_order) do
     local lk = lane_key(lane)
     local was_empty = redis.call("EXISTS", lk) == 0
@@ -98,7 +87,6 @@ local function flush_lanes()
   if #indexed > 0 then call_chunked("ZADD", K_RENUMBER, indexed, 2) end
   pending = {}
   pending_order = {}
-  leased_index = {}
 end
 
 -- A lane that emptied leaves the ring, its served count and (if it had it) the turn.

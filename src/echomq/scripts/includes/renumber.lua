@@ -5,10 +5,15 @@
 -- renumbering starts. Every add, claim and maintain call then does one step
 -- of at most RENUMBER_BUDGET + 2 × (counters the call takes) units:
 --
--- 1. scan: list every job that carries a lane score (waiting: the lanes of
---    the ring, found by HSCAN of the served hash, each read by ZSCAN; active:
---    ZSCAN of the active set) in the index K_RENUMBER, id -> counter. Jobs
---    that move meanwhile are listed when they move (includes/lanes.lua).
+-- 1. scan: list every job that carries a lane score in the index K_RENUMBER
+--    (id -> counter): first the lanes of the ring (HSCAN of the served hash,
+--    each lane read by ZSCAN), then the active set (ZSCAN). A SCAN returns
+--    every element present from its start to its end, so a job is listed
+--    unless it moved meanwhile, and each move is covered: a job entering a
+--    lane is listed as it enters (flush_lanes, includes/lanes.lua); a job a
+--    claim takes from a lane is active, and the active set is scanned after
+--    every lane; a job that finishes or is delayed carries no place any more
+--    (it takes a fresh counter when it comes due, and is listed then).
 -- 2. compact: take the lowest counters of the index and give those jobs the
 --    new counters rnn, rnn + 1, … in that order (tier kept). A new counter is
 --    never above the old one and stays below every counter not renumbered
