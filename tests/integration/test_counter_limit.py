@@ -67,8 +67,13 @@ class Lockstep:
         assert rewritten <= BUDGET + 2 * arrivals, (rewritten, arrivals)
         self.rewrites.append(rewritten)
         assert int(self.client.get(self.sq.engine.keys.counter) or 0) <= score.MAX_COUNTER
-        self.stages.add(self.client.hget(self.sq.engine.keys.meta, "rn"))
+        self.stages.add(self.stage())
         return result
+
+    def stage(self) -> str | None:
+        """The stage of the renumbering that runs ("scan", "compact"), or None."""
+        stage = self.client.hget(self.sq.engine.keys.meta, "rn")
+        return None if stage is None else str(stage)
 
     def add(self, count: int) -> None:
         items = [(self.rng.randrange(3), self.rng.choice(GROUPS)) for _ in range(count)]
@@ -104,7 +109,8 @@ class Lockstep:
         elif what == "fail":
             state = self.call(lambda: self.sq.fail(job, "boom", retry_delay=0.0), 0)
             fire = self.client.hget(self.sq.engine.keys.job(job.id), "at")
-            expected = self.model.fail(job.id, float(fire) if state is State.FAILED else None)
+            retry_at = float(str(fire)) if state is State.FAILED else None
+            expected = self.model.fail(job.id, retry_at)
             assert state.value == expected
         else:
             self.call(lambda: self.sq.release(job), 0)
@@ -133,7 +139,7 @@ def test_renumbering_in_steps_keeps_the_order(
     redis_client.set(sq.engine.keys.counter, jump)
     run.add(1500)  # one call: near the limit it starts the renumbering and its scan
     steps = 0
-    while run.client.hget(sq.engine.keys.meta, "rn") is not None or steps < 60:
+    while run.stage() is not None or steps < 60:
         run.step()
         steps += 1
         assert steps < 2000, "the renumbering never finished"

@@ -38,7 +38,7 @@ from echomq import SyncQueue, connection
 from echomq.job import Job, State
 from echomq.keys import QueueKeys, lane_of
 from echomq.options import Ordering
-from echomq.score import MAX_COUNTER, MAX_TIER
+from echomq.score import MAX_TIER
 from echomq.scripts import budget
 from model import NEVER, Group, OrderModel
 
