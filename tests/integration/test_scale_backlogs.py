@@ -13,6 +13,7 @@ due jobs alone took about 4 s.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -131,7 +132,8 @@ def test_200k_waiting_jobs_are_renumbered_in_steps_near_the_counter_limit(
         assert served == list(range(extra))  # all, once, in arrival order
         assert renumbering_seen
         assert raw.hget(q.engine.keys.meta, "rn") is None  # it finished during the drain
-        assert slowest_script_us(server) <= CALL_BOUND_US
+        slowest = slowest_script_us(server)
+        assert slowest <= CALL_BOUND_US, f"{slowest} us (load {os.getloadavg()[0]:.1f})"
 
 
 def test_the_slowlog_check_sees_a_slow_script(server: PrivateServer) -> None:
