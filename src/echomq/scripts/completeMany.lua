@@ -59,4 +59,5 @@ call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
 redis.call("HINCRBY", K_META, "completed", #done_ids)
 redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
+for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out

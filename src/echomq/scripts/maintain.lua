@@ -1,7 +1,8 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
--- promote due delayed jobs, return expired leases, prune finished jobs, go on
--- with a renumbering of the arrival counter, each
--- at most a fixed budget per call (includes/time.lua, retention.lua); a
+-- promote due delayed jobs, return expired leases, prune finished jobs and
+-- expired wait() entries, go on with a renumbering of the arrival counter,
+-- each at most a fixed budget per call (includes/time.lua, retention.lua,
+-- renumber.lua); a
 -- next_fire or next_deadline at or before now_ms says more is due at once.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
@@ -28,6 +29,7 @@ local promoted = promote(due)
 local reaped = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 flush_waiting()
+prune_waiters(now)
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now), renumbered}
