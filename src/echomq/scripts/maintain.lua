@@ -2,8 +2,8 @@
 -- promote due delayed jobs, return expired leases, prune finished jobs and
 -- expired wait() entries, go on with a renumbering of the arrival counter,
 -- each at most a fixed budget per call (includes/time.lua, retention.lua,
--- renumber.lua); a
--- next_fire or next_deadline at or before now_ms says more is due at once.
+-- renumber.lua); a next_fire or next_deadline at or before now_ms says more
+-- is due at once.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
