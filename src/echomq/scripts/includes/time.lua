@@ -25,7 +25,8 @@ end
 -- (scores is nil when that cannot be known before writing: see
 -- foresee_arrivals).
 local function read_due(now, limit)
-  local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0, limit or TIMED_BUDGET)
+  local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0,
+    limit or TIMED_BUDGET)
   local fields, lanes = {}, {}
   local order = ordering()
   for i, id in ipairs(due) do
