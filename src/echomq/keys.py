@@ -145,6 +145,12 @@ class QueueKeys:
         return self._part("waiters")
 
     @property
+    def renumber(self) -> str:
+        """zset: job id → arrival counter, the index of a renumbering of the
+        arrival counter in progress (docs/ordering.md); absent otherwise."""
+        return self._part("renumber")
+
+    @property
     def done_channel(self) -> str:
         """shard channel (not a key): the ids of waited-on jobs that became final or
         were deleted, published by the scripts (includes/retention.lua, "Waiters")."""
@@ -183,4 +189,5 @@ class QueueKeys:
             self.settings,
             self.events,
             self.waiters,
+            self.renumber,
         ]

@@ -22,6 +22,7 @@
 -- @include clock
 -- @include events
 -- @include lanes
+-- @include renumber
 -- @include format
 
 local requested = ARGV[7]
@@ -59,7 +60,11 @@ for i, job in ipairs(jobs) do
   end
 end
 
+-- a step of a renumbering in progress (includes/renumber.lua), read here too
+local renumber_step = read_renumber(#jobs)
+
 -- write phase
+apply_renumber(renumber_step)
 if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
 if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end

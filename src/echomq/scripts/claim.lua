@@ -1,5 +1,7 @@
--- claim: promote due jobs, return expired leases (each up to a fixed budget
--- per call, earliest first: includes/time.lua), then lease up to n jobs in
+-- claim: promote due jobs, return expired leases (each at most n + 50 and a
+-- fixed budget per call, earliest first: includes/time.lua), go on with a
+-- renumbering of the arrival counter if one runs (includes/renumber.lua),
+-- then lease up to n jobs in
 -- the order of the weighted rotation (docs/design.md §3).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
@@ -23,6 +25,7 @@
 -- @include clock
 -- @include events
 -- @include lanes
+-- @include renumber
 -- @include retention
 -- @include time
 
@@ -144,10 +147,12 @@ end
 local now = now_ms()
 -- promote due jobs and return expired leases, at most a budget of each
 -- (includes/time.lua), both read before the first write
-local due = read_due(now)
-local expired = read_expired(now, false)
+local due = read_due(now, claim_budget(n))
+local expired = read_expired(now, false, claim_budget(n))
+local renumber_step = read_renumber(#due.ids)
 local paused = redis.call("HGET", K_META, "paused") == "1"
 if not paused then foresee_claim(due, expired) end
+apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
 reap(expired, now)
 flush_lanes()

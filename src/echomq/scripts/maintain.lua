@@ -1,18 +1,21 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
--- promote due delayed jobs, return expired leases, prune finished jobs, each
--- and expired wait() entries, each at most a fixed budget per call
--- (includes/time.lua, retention.lua); a
--- next_fire or next_deadline at or before now_ms says more is due at once.
+-- promote due delayed jobs, return expired leases, prune finished jobs and
+-- expired wait() entries, go on with a renumbering of the arrival counter,
+-- each at most a fixed budget per call (includes/time.lua, retention.lua,
+-- renumber.lua); a next_fire or next_deadline at or before now_ms says more
+-- is due at once.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 --
--- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms}
+-- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms,
+--          job hashes renumbered (includes/renumber.lua)}
 -- @include fixed
 -- @include keys
 -- @include clock
 -- @include events
 -- @include lanes
+-- @include renumber
 -- @include retention
 -- @include time
 
@@ -21,6 +24,8 @@ local now = now_ms()
 local due = read_due(now)
 local expired = read_expired(now, true)  -- plans the dead set's pruning too
 local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+local renumber_step = read_renumber(#due.ids)
+local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
 local reaped = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
@@ -29,4 +34,4 @@ flush_events()
 prune_waiters(now)
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
-return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now)}
+return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now), renumbered}

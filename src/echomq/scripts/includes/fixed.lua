@@ -12,12 +12,11 @@
 --   from a migrating slot the server answers TRYAGAIN before the script runs.)
 --   tests/cluster/test_read_before_write.py checks every writing script.
 -- * Bounded work. Work the caller did not ask for (promotion, reaping,
---   pruning) is done at most a fixed budget per call (TIMED_BUDGET in
---   includes/time.lua, PRUNE_BUDGET in includes/retention.lua), earliest
---   first; the next call goes on. Work the caller sized (claim(n), add_many)
---   is proportional to that size. One exception is left: renumber()
---   (includes/lanes.lua), the last resort when the arrival counter runs out
---   (docs/ordering.md), rewrites every waiting and active job in one call.
+--   pruning, renumbering the arrival counter) is done at most a fixed budget
+--   per call (TIMED_BUDGET in includes/time.lua, PRUNE_BUDGET in
+--   includes/retention.lua, RENUMBER_BUDGET in includes/renumber.lua),
+--   earliest first; the next call goes on. Work the caller sized (claim(n),
+--   add_many) is proportional to that size. No script does unbounded work.
 --
 -- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
 --                      added / completed / failed (running totals)
@@ -35,6 +34,8 @@
 -- KEYS[13] settings   hash: the queue's stored settings (configure)
 -- KEYS[14] events     stream: the queue's capped event log
 -- KEYS[15] waiters    zset: id -> deadline (ms) of a client's wait() on that job
+-- KEYS[16] renumber   zset: id -> arrival counter, the index of a renumbering
+--                      in progress (includes/renumber.lua; absent otherwise)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
 -- (echomq/scripts/__init__.py); adding a fixed key renames no script.
@@ -51,7 +52,7 @@
 local K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_SETTINGS, K_EVENTS, K_WAITERS = KEYS[13], KEYS[14], KEYS[15]
+local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 
 local PREFIX = ARGV[1]
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
