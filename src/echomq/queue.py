@@ -65,6 +65,8 @@ class Queue(QueueShell[AsyncSender]):
     retry_dead = sends_async(Engine.retry_dead)
     purge_dead = sends_async(Engine.purge_dead)
     set_weight = sends_async(Engine.set_weight)
+    set_lane = sends_async(Engine.set_lane)
+    throttle = sends_async(Engine.throttle)
     weights = sends_async(Engine.weights)
     lanes = sends_async(Engine.lanes)
     waiting_tiers = sends_async(Engine.waiting_tiers)

@@ -46,6 +46,8 @@ class SyncQueue(QueueShell[SyncSender]):
     retry_dead = sends(Engine.retry_dead)
     purge_dead = sends(Engine.purge_dead)
     set_weight = sends(Engine.set_weight)
+    set_lane = sends(Engine.set_lane)
+    throttle = sends(Engine.throttle)
     weights = sends(Engine.weights)
     lanes = sends(Engine.lanes)
     waiting_tiers = sends(Engine.waiting_tiers)

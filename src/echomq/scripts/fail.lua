@@ -17,6 +17,7 @@
 -- @include keys
 -- @include clock
 -- @include lanes
+-- @include controls
 -- @include retention
 -- @include lease
 
@@ -30,7 +31,9 @@ if not jk then
   if done then return {done[1], done[1] == "failed" and done[4] or done[3]} end
   return key_or_err
 end
-local f = read_key("HMGET", jk, "a", "m")
+local f = read_key("HMGET", jk, "a", "m", "g")
+local lane = f[3] or ""
+plan_recheck(lane)
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
 local victims = {}
 if not retry then
@@ -39,6 +42,8 @@ if not retry then
 end
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)
+give_back(lane, 1)
+recheck(lane, now)
 redis.call("HINCRBY", K_META, "failed", 1)
 redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
 if retry then
@@ -47,6 +52,7 @@ if retry then
   redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)
+  count_delayed(lane, 1)
   return {"failed", fire}
 end
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))

@@ -11,6 +11,7 @@
 -- @include keys
 -- @include clock
 -- @include lanes
+-- @include controls
 -- @include retention
 -- @include time
 
@@ -19,10 +20,15 @@ local now = now_ms()
 local due = read_due(now)
 local expired = read_expired(now, true)  -- plans the dead set's pruning too
 local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+-- parked lanes whose throttle or rate window ended
+local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
+for _, lane in ipairs(woken) do plan_recheck(lane) end
 local promoted = promote(due)
-local reaped = reap(expired, now)
+local reaped, freed = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 flush_waiting()
+recheck_freed(freed, now)
+for _, lane in ipairs(woken) do recheck(lane, now) end
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now)}

@@ -18,6 +18,7 @@
 -- @include keys
 -- @include clock
 -- @include lanes
+-- @include controls
 -- @include lease
 
 local id = ARGV[7]
@@ -27,8 +28,11 @@ local jk, key_or_err = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
 local f = read_key("HMGET", jk, "g", "sc", "a")
 read_lane({}, f[1])
+local lane = f[1] or ""
+plan_recheck(lane)
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)
+give_back(lane, 1)
 if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end
 local delay = tonumber(ARGV[9] or "0")
 if delay > 0 then
@@ -36,9 +40,12 @@ if delay > 0 then
   ring_if_earliest(fire)
   redis.call("HSET", jk, "s", "delayed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
+  count_delayed(lane, 1)
+  recheck(lane, now)
   return 1
 end
 redis.call("HSET", jk, "s", "waiting")
 enter_lane(f[1], id, f[2])
 flush_waiting()
+recheck(lane, now)
 return 1

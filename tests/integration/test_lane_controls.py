@@ -1,0 +1,169 @@
+"""Lane controls (DESIGN §8 "Lane controls", docs/ordering.md): caps, rates,
+pause, throttle, max_waiting, and the slot given back on every way out of active."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from echomq import EchoMQError, InvalidOption, LaneFull, SyncQueue
+from echomq.job import Job
+from echomq.keys import QueueKeys
+
+
+def groups(jobs: list[Job]) -> str:
+    return "".join(j.group or "-" for j in jobs)
+
+
+def one_by_one(sq: SyncQueue, count: int) -> tuple[str, list[Job]]:
+    got: list[Job] = []
+    for _ in range(count):
+        got += sq.claim(1)
+    return groups(got), got
+
+
+def lane(sq: SyncQueue, group: str | None):  # type: ignore[no-untyped-def]
+    return next(x for x in sq.lanes() if x.group == group)
+
+
+def test_rotation_with_a_capped_lane_is_the_contract_example(sq: SyncQueue) -> None:
+    sq.set_lane("C", concurrency=1)
+    sq.add_many([{"name": "j", "group": g} for g in "ABCD" * 4])
+    order, jobs = one_by_one(sq, 8)
+    assert order == "ABCDABDA"
+    # C's slot frees: C is served when the rotation next reaches it (after B)
+    c_job = next(j for j in jobs if j.group == "C")
+    sq.complete(c_job)
+    order, _ = one_by_one(sq, 4)
+    assert order == "BCDA"
+
+
+def test_claim_n_is_n_single_claims_with_caps(make_sync, queue_name: str) -> None:  # type: ignore[no-untyped-def]
+    a, b = make_sync(queue_name + "-a"), make_sync(queue_name + "-b")
+    for q in (a, b):
+        q.set_weight("A", 2)
+        q.set_lane("B", concurrency=2)
+        q.set_lane("C", paused=True)
+        q.add_many([{"name": "j", "group": g} for g in "AAAABBBBCCCCDDDD"])
+    many = groups(a.claim(9))
+    single, _ = one_by_one(b, 9)
+    assert many == single == "AABDAABDD"  # C paused; B parked at its cap
+
+
+def test_cap_is_never_exceeded_across_queue_objects(make_sync) -> None:  # type: ignore[no-untyped-def]
+    q1 = make_sync()
+    q2 = make_sync()
+    q1.set_lane("t", concurrency=3)
+    q1.add_many([{"name": "j", "group": "t"} for _ in range(10)] + [{"name": "j"}] * 2)
+    got = q1.claim(2) + q2.claim(5) + q1.claim(5)
+    assert sum(1 for j in got if j.group == "t") == 3
+    assert lane(q1, "t").active == 3
+    assert lane(q1, "t").parked
+
+
+def test_pause_and_resume(sq: SyncQueue) -> None:
+    sq.set_lane("p", paused=True)
+    sq.add_many([{"name": "j", "group": g} for g in "ppq"])
+    assert groups(sq.claim(3)) == "q"
+    info = lane(sq, "p")
+    assert info.paused and info.backlog == 2
+    sq.set_lane("p", paused=False)
+    assert groups(sq.claim(3)) == "pp"
+
+
+def test_omitted_is_unchanged_and_none_removes(sq: SyncQueue) -> None:
+    sq.set_lane("x", concurrency=2, rate=(5, 1.0), max_waiting=10, weight=3)
+    sq.set_lane("x", paused=True)
+    info = lane(sq, "x")
+    assert (info.concurrency, info.rate, info.max_waiting, info.weight, info.paused) == (
+        2,
+        (5, 1.0),
+        10,
+        3,
+        True,
+    )
+    sq.set_lane("x", concurrency=None, rate=None, paused=False)
+    info = lane(sq, "x")
+    assert (info.concurrency, info.rate, info.max_waiting, info.paused) == (None, None, 10, False)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"concurrency": 0},
+        {"concurrency": 1.5},
+        {"rate": (0, 1.0)},
+        {"rate": (5, 0)},
+        {"rate": 5},
+        {"paused": 1},
+        {"max_waiting": -1},
+        {"weight": 0},
+        {},
+    ],
+)
+def test_bad_controls_raise_and_write_nothing(
+    sq: SyncQueue, redis_client: redis.Redis, kwargs: dict[str, object]
+) -> None:
+    sq.add("j", group="x")
+    before = redis_client.hgetall(QueueKeys(sq.name).lanectl)
+    with pytest.raises(EchoMQError):
+        sq.set_lane("x", **kwargs)  # type: ignore[arg-type]
+    assert redis_client.hgetall(QueueKeys(sq.name).lanectl) == before
+
+
+def test_bad_throttle_raises(sq: SyncQueue) -> None:
+    with pytest.raises(InvalidOption, match="throttle seconds"):
+        sq.throttle("x", 0)
+
+
+def test_max_waiting_refuses_and_writes_nothing(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    sq.set_lane("m", max_waiting=3)
+    sq.add("j", group="m")
+    sq.add("j", group="m", delay=60)
+    before = sq.stats()
+    with pytest.raises(LaneFull, match="max_waiting 3"):
+        sq.add_many([{"name": "j", "group": "m"}, {"name": "j", "group": "m"}, {"name": "j"}])
+    after = sq.stats()
+    assert after.counts == before.counts and after.totals == before.totals
+    sq.add("j", group="m")  # the third fits
+    with pytest.raises(LaneFull):
+        sq.add("j", group="m")
+    # a job coming back is never refused
+    [job] = sq.claim(1)
+    sq.release(job)
+    assert lane(sq, "m").backlog == 2
+
+
+def test_rate_is_exact_over_the_window(sq: SyncQueue) -> None:
+    sq.set_lane("r", rate=(3, 0.5))
+    sq.add_many([{"name": "j", "group": "r"} for _ in range(10)])
+    first = sq.claim(10)
+    assert len(first) == 3
+    assert sq.claim(10) == []
+    info = lane(sq, "r")
+    assert info.parked
+    # within the window nothing more; after it exactly 3 again
+    deadline = time.monotonic() + 5
+    second: list[Job] = []
+    while not second and time.monotonic() < deadline:
+        second = sq.claim(10)
+        time.sleep(0.05)
+    assert len(second) == 3
+    span = (second[0].claimed_at - first[0].claimed_at).total_seconds()  # type: ignore[operator]
+    assert span >= 0.5
+
+
+def test_throttle_holds_the_lane_until_the_server_time(sq: SyncQueue) -> None:
+    sq.add_many([{"name": "j", "group": g} for g in "tts"])
+    sq.throttle("t", 0.4)
+    assert groups(sq.claim(3)) == "s"
+    info = lane(sq, "t")
+    assert info.throttled_until is not None
+    deadline = time.monotonic() + 5
+    got: list[Job] = []
+    while not got and time.monotonic() < deadline:
+        got = sq.claim(3)
+        time.sleep(0.05)
+    assert groups(got) == "tt"
