@@ -167,3 +167,93 @@ def test_throttle_holds_the_lane_until_the_server_time(sq: SyncQueue) -> None:
         got = sq.claim(3)
         time.sleep(0.05)
     assert groups(got) == "tt"
+
+
+# -- every way out of active gives the lane's slot back (one test per path) --
+
+
+def capped_with_one_active(sq: SyncQueue, **add: object) -> Job:
+    """Lane "e" capped at 1 with its one slot taken and a second job waiting."""
+    sq.set_lane("e", concurrency=1)
+    sq.add_many([{"name": "j", "group": "e", **add}, {"name": "j", "group": "e"}])
+    [job] = sq.claim(5)
+    assert sq.claim(5) == [] and lane(sq, "e").active == 1
+    return job
+
+
+def assert_slot_free(sq: SyncQueue) -> None:
+    assert lane(sq, "e").active == 0
+    assert len(sq.claim(5)) == 1  # the waiting job gets the freed slot
+
+
+def test_slot_back_on_complete(sq: SyncQueue) -> None:
+    sq.complete(capped_with_one_active(sq))
+    assert_slot_free(sq)
+
+
+def test_slot_back_on_fail_with_retry(sq: SyncQueue) -> None:
+    sq.fail(capped_with_one_active(sq, max_attempts=3), "boom", retry_delay=60)
+    assert_slot_free(sq)
+
+
+def test_slot_back_on_fail_to_dead(sq: SyncQueue) -> None:
+    sq.fail(capped_with_one_active(sq, max_attempts=1), "boom")
+    assert_slot_free(sq)
+
+
+def test_slot_back_on_release(sq: SyncQueue) -> None:
+    job = capped_with_one_active(sq)
+    sq.release(job)
+    assert lane(sq, "e").active == 0
+    assert [j.id for j in sq.claim(5)] == [job.id]  # back at its old place, first
+
+
+def test_slot_back_on_remove(sq: SyncQueue) -> None:
+    sq.remove(capped_with_one_active(sq).id)
+    assert_slot_free(sq)
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_slot_back_on_cancel(sq: SyncQueue, retry: bool) -> None:
+    sq.cancel(capped_with_one_active(sq, max_attempts=3).id, retry=retry)
+    assert_slot_free(sq)
+
+
+def test_slot_back_on_lease_expiry_in_claim(sq: SyncQueue) -> None:
+    sq.set_lane("e", concurrency=1)
+    sq.add_many([{"name": "j", "group": "e"}, {"name": "j", "group": "e"}])
+    [job] = sq.claim(5, lease=0.3)
+    assert sq.claim(5) == []
+    deadline = time.monotonic() + 5
+    got: list[Job] = []
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = sq.claim(5)
+    assert [j.id for j in got] == [job.id]  # reaped by this claim: back first, slot reused
+    assert lane(sq, "e").active == 1
+
+
+def test_slot_back_on_lease_expiry_in_maintenance(sq: SyncQueue) -> None:
+    sq.set_lane("e", concurrency=1)
+    sq.add_many([{"name": "j", "group": "e", "max_attempts": 5}, {"name": "j", "group": "e"}])
+    sq.claim(5, lease=0.3)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and sq.maintain().reaped == 0:
+        time.sleep(0.05)
+    info = lane(sq, "e")
+    assert info.active == 0 and not info.parked
+    assert len(sq.claim(5)) == 1
+
+
+def test_slot_back_when_a_stalled_job_dies(make_sync) -> None:  # type: ignore[no-untyped-def]
+    sq = make_sync(max_stalls=0)
+    sq.set_lane("e", concurrency=1)
+    sq.add_many([{"name": "j", "group": "e"}, {"name": "j", "group": "e"}])
+    [job] = sq.claim(5, lease=0.3)
+    deadline = time.monotonic() + 5
+    got: list[Job] = []
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = sq.claim(5)
+    assert [j.id for j in got] != [job.id] and len(got) == 1
+    assert sq.get(job.id).state == "dead"  # type: ignore[union-attr]
