@@ -126,8 +126,23 @@ class RetryDead:
     picks: tuple[int, ...]  # indexes (mod their number) into every id added, in this order
 
 
+@dataclass(frozen=True)
+class SetCap:
+    group: Group
+    cap: int | None  # concurrency; None removes the cap
+
+
+@dataclass(frozen=True)
+class PauseLane:
+    group: Group
+    paused: bool
+
+
 Outcome = Complete | Fail | Release
-Op = Add | AddMany | SetWeight | Claim | Remove | Stall | Outcome | Pause | Resume | RetryDead
+Control = SetCap | PauseLane
+Op = (
+    Add | AddMany | SetWeight | Claim | Remove | Stall | Outcome | Pause | Resume | RetryDead | Control
+)
 
 GROUPS: tuple[Group, ...] = (None, "a", "b", "c")
 BIG_TIERS = (MAX_TIER, MAX_TIER - 1, 2**20)
@@ -158,6 +173,8 @@ completes = st.builds(Complete, st.integers(0, 7))
 fails = st.builds(Fail, st.integers(0, 7), st.sampled_from([None, 0.0, 0.0, SHORT, FAR_FUTURE]))
 releases = st.builds(Release, st.integers(0, 7))
 pauses = st.one_of(st.just(Pause()), st.just(Resume()))
+set_caps = st.builds(SetCap, groups, st.sampled_from([None, 1, 1, 2, 3]))
+pause_lanes = st.builds(PauseLane, groups, st.booleans())
 retry_deads = st.builds(RetryDead, st.lists(st.integers(0, 30), min_size=1, max_size=4).map(tuple))
 
 
@@ -292,6 +309,12 @@ class Lockstep:
                 self.outcome(op)
             case Pause() | Resume() | RetryDead():
                 self.control(op)
+            case SetCap(group, cap):
+                self.queue.set_lane(group, concurrency=cap)
+                self.model.set_lane(group, concurrency=cap)
+            case PauseLane(group, paused):
+                self.queue.set_lane(group, paused=paused)
+                self.model.set_lane(group, paused=paused)
 
     def _add_many(self, items: Sequence[Add], late_first: bool) -> None:
         if not late_first:
@@ -422,7 +445,11 @@ class Lockstep:
             self.held.pop(job_id, None)
 
     def drain(self) -> None:
-        """Claim until empty; afterwards nothing is waiting on either side."""
+        """Claim until empty (caps and lane pauses lifted first, on both sides);
+        afterwards nothing is waiting on either side."""
+        for group in sorted(set(self.model.caps) | self.model.lane_paused, key=str):
+            self.apply(SetCap(group, None))
+            self.apply(PauseLane(group, False))
         while self.claim(7):
             pass
         assert self.model.waiting() == 0
@@ -633,6 +660,68 @@ def test_retries_releases_and_revivals_follow_the_model(
         with fresh_queue(client, queue_name, ordering, **options) as queue:
             model = OrderModel(ordering, max_stalls=max_stalls, max_attempts=max_attempts)
             Lockstep(queue, model).run(program)
+
+
+# -- 3b. lane controls: caps and paused lanes ----------------------------------
+# the contract example (DESIGN §8): A B C D with C capped at 1 serve
+# A B C D A B D A …; once C's slot frees, C is served at its next turn
+CAPPED_LANE_EXAMPLE = [
+    SetCap("c", 1),
+    lane_jobs("a", "b", "c", None, "a", "b", "c", None, "a", "b", "c", None),
+    Claim(1), Claim(1), Claim(1), Claim(1), Claim(1), Claim(1), Claim(1), Claim(1),
+    Complete(2),
+    Claim(4),
+]  # fmt: skip
+# a lane reaches its cap in the middle of its turn: the turn ends there
+CAP_ENDS_TURN = [
+    SetWeight("a", 3),
+    SetCap("a", 2),
+    lane_jobs("a", "a", "a", "a", "b", "b"),
+    Claim(3),
+    Complete(0),
+    Claim(3),
+]
+# every lane parked, then served again in the order their slots free
+ALL_PARKED = [
+    SetCap("a", 1), SetCap("b", 1), SetCap("c", 1),
+    lane_jobs("a", "a", "b", "b", "c", "c"),
+    Claim(5), Claim(1),
+    Complete(1), Complete(0), Claim(1), Complete(0), Claim(2),
+]  # fmt: skip
+
+
+@PROFILE
+@given(
+    program=programs(
+        adds(),
+        add_manys(adds()),
+        set_weights,
+        set_caps,
+        set_caps,
+        pause_lanes,
+        claims,
+        claims,
+        stalls,
+        completes,
+        completes,
+        fails,
+        releases,
+        removes,
+        min_size=8,
+        max_size=30,
+    )
+)
+@example(program=CAPPED_LANE_EXAMPLE)
+@example(program=CAP_ENDS_TURN)
+@example(program=ALL_PARKED)
+def test_caps_and_paused_lanes_follow_the_model(
+    client: connection.SyncClient, queue_name: str, program: list[Op]
+) -> None:
+    """Lanes at their cap or paused are passed over and come back at their place
+    in the ring's cyclic order (docs/ordering.md); every claim equals the model's."""
+    for ordering in ORDERINGS:
+        with fresh_queue(client, queue_name, ordering, max_stalls=1) as queue:
+            Lockstep(queue, OrderModel(ordering, max_stalls=1)).run(program)
 
 
 # -- 4. concurrent claimers -------------------------------------------------------

@@ -369,7 +369,11 @@ while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
 end
 
 for _, g in pairs(gates) do record_claims(g, now) end
-if vt then redis.call("HSET", K_LANECTL, "vt", vt) end
+if vt then
+  redis.call("HSET", K_LANECTL, "vt", vt)
+elseif vt == nil then
+  redis.call("HDEL", K_LANECTL, "vt")
+end
 if #active > 0 then call_chunked("ZADD", K_ACTIVE, active, 2) end
 if turn_lane then
   redis.call("HSET", K_TURN, "lane", turn_lane, "left", left)
