@@ -24,7 +24,9 @@ from echomq.errors import (
     SCRIPT_ERRORS,
     EchoMQError,
     InvalidOption,
+    InvalidState,
     JobCancelled,
+    JobNotFound,
     LaneFull,
     LeaseLost,
     OrderingMismatch,
@@ -640,6 +642,36 @@ class Engine:
                 "set_lane needs one of weight, concurrency, rate, paused, max_waiting"
             )
         return self._script("setLane", _none, lane, *pairs)
+
+    def change(
+        self,
+        job_id: str,
+        *,
+        priority: int | Unset = UNSET,
+        group: str | Unset | None = UNSET,
+    ) -> Call[Job]:
+        """Move a waiting or delayed job to another tier (``priority``) and/or lane
+        (``group``; None is the default lane), keeping its arrival: it stands where
+        it would had it been added with those options. Raises JobNotFound for an
+        unknown id, InvalidState for a job in another state, LaneFull when the new
+        lane is at its max_waiting."""
+        ids.parse_id(job_id)
+        tier = "" if isinstance(priority, Unset) else str(check_tier(priority))
+        moving = "0" if isinstance(group, Unset) else "1"
+        lane = "" if isinstance(group, Unset) else lane_of(group)
+
+        def parse(reply: Any) -> Job:
+            if isinstance(reply, int):
+                raise JobNotFound(f"no job {job_id!r} in queue {self.queue!r}")
+            if reply and reply[0] == -6:
+                raise InvalidState(
+                    f"job {job_id!r} is {reply[1]}: change() moves only waiting or delayed jobs"
+                )
+            if reply and reply[0] == -5:
+                self._parse_add(reply)
+            return Job.from_hash(job_id, _pairs(reply))
+
+        return self._script("change", parse, job_id, tier, moving, lane)
 
     def throttle(self, group: str | None, seconds: float) -> Call[None]:
         """Do not serve ``group``'s lane for ``seconds`` from now (server clock); a

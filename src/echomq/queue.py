@@ -67,6 +67,7 @@ class Queue(QueueShell[AsyncSender]):
     set_weight = sends_async(Engine.set_weight)
     set_lane = sends_async(Engine.set_lane)
     throttle = sends_async(Engine.throttle)
+    change = sends_async(Engine.change)
     weights = sends_async(Engine.weights)
     lanes = sends_async(Engine.lanes)
     waiting_tiers = sends_async(Engine.waiting_tiers)

@@ -48,6 +48,7 @@ class SyncQueue(QueueShell[SyncSender]):
     set_weight = sends(Engine.set_weight)
     set_lane = sends(Engine.set_lane)
     throttle = sends(Engine.throttle)
+    change = sends(Engine.change)
     weights = sends(Engine.weights)
     lanes = sends(Engine.lanes)
     waiting_tiers = sends(Engine.waiting_tiers)

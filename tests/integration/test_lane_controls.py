@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from echomq import EchoMQError, InvalidOption, LaneFull, SyncQueue
+from echomq import EchoMQError, InvalidOption, InvalidState, JobNotFound, LaneFull, SyncQueue
 from echomq.job import Job
 from echomq.keys import QueueKeys
 
@@ -256,4 +256,48 @@ def test_slot_back_when_a_stalled_job_dies(make_sync) -> None:  # type: ignore[n
         time.sleep(0.05)
         got = sq.claim(5)
     assert [j.id for j in got] != [job.id] and len(got) == 1
-    assert sq.get(job.id).state == "dead"  # type: ignore[union-attr]
+    assert sq.get(job.id).state == "dead"
+
+
+# -- change keeps the job's arrival -------------------------------------------
+
+
+@pytest.mark.parametrize("ordering", ["composite", "mint"])
+def test_change_keeps_arrival(make_sync, queue_name: str, ordering: str) -> None:  # type: ignore[no-untyped-def]
+    sq = make_sync(f"{queue_name}-{ordering}", ordering=ordering)
+    first = sq.add("j", 1, group="x")
+    sq.add_many([{"name": "j", "data": i, "group": "y"} for i in (2, 3)])
+    moved = sq.change(first, group="y")
+    assert moved.group == "y" and moved.state == "waiting"
+    # it arrived first, so it stands first in its new lane
+    assert [j.data for j in sq.claim(3)] == [1, 2, 3]
+
+
+def test_change_priority_within_the_lane(sq: SyncQueue) -> None:
+    ids = [sq.add("j", i, priority=1) for i in range(3)]
+    sq.change(ids[2], priority=0)
+    sq.change(ids[0], priority=0)
+    assert [j.data for j in sq.claim(3)] == [0, 2, 1]  # tier first, then arrival
+
+
+def test_change_a_delayed_job_and_refusals(sq: SyncQueue) -> None:
+    delayed = sq.add("j", group="a", delay=60)
+    assert sq.change(delayed, group="b", priority=4).group == "b"
+    sq.add("j")
+    [job] = sq.claim(1)
+    with pytest.raises(InvalidState):
+        sq.change(job.id, priority=1)
+    with pytest.raises(JobNotFound):
+        sq.change("job_01m8x9050xe61txjab4mt48p6v", priority=1)
+    sq.set_lane("full", max_waiting=0)
+    with pytest.raises(LaneFull):
+        sq.change(delayed, group="full")
+    assert sq.get(delayed).group == "b"  # type: ignore[union-attr]
+
+
+def test_change_out_of_the_last_job_leaves_the_ring(sq: SyncQueue) -> None:
+    only = sq.add("j", group="a")
+    sq.add("j", group="b")
+    sq.change(only, group="b")
+    assert [x.group for x in sq.lanes()] == ["b"]
+    assert sq.stats().counts["waiting"] == 2
