@@ -128,7 +128,7 @@ class OrderModel:
         self.weights[group] = weight
 
     def set_lane(
-        self, group: Group, *, concurrency: int | None | _Unset = UNSET, paused: bool | None = None
+        self, group: Group, *, concurrency: int | _Unset | None = UNSET, paused: bool | None = None
     ) -> None:
         """Change a lane's cap (None removes it) or pause it; a parked lane that can
         be served now goes back into the ring."""

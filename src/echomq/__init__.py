@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from echomq.control import Retry, Unrecoverable, current_job
+from echomq.control import RateLimited, Retry, Unrecoverable, current_job
 from echomq.errors import (
     EchoMQError,
     FormatTooNew,
@@ -62,6 +62,7 @@ __all__ = [
     "PayloadError",
     "Queue",
     "QueueStats",
+    "RateLimited",
     "Retry",
     "ServerError",
     "State",

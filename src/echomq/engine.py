@@ -417,12 +417,15 @@ class Engine:
 
         return self._script("extendMany", parse, *argv)
 
-    def release(self, job: Job, delay: float = 0.0) -> Call[None]:
+    def release(self, job: Job, delay: float = 0.0, *, throttle: float | None = None) -> Call[None]:
         """Give a claimed job back unfinished, with no stall and no attempt counted
         (LeaseLost if no longer the holder): waiting again at once at its old
-        place, or after ``delay`` seconds (then behind the jobs waiting then)."""
+        place, or after ``delay`` seconds (then behind the jobs waiting then).
+        ``throttle``: also do not serve the job's lane for that many seconds (in
+        the same script: ``RateLimited`` from a handler)."""
         token = _lease_of(job)
         wait_ms = delay_ms(delay)
+        hold = "" if throttle is None else str(check_throttle(throttle))
         detail = f"job {job.id}: release refused"
 
         def parse(reply: Any) -> None:
@@ -430,7 +433,7 @@ class Engine:
             job.lease_token = job.lease_deadline = None
             job.state = State.DELAYED if wait_ms > 0 else State.WAITING
 
-        return self._script("release", parse, job.id, token, str(wait_ms))
+        return self._script("release", parse, job.id, token, str(wait_ms), hold)
 
     def cancel(self, job_id: str, *, retry: bool = False) -> Call[bool]:
         """Cancel a job: one that has not started (waiting, delayed, retry pending)

@@ -3,12 +3,25 @@ pause, throttle, max_waiting, and the slot given back on every way out of active
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 import redis
 
-from echomq import EchoMQError, InvalidOption, InvalidState, JobNotFound, LaneFull, SyncQueue
+from echomq import (
+    EchoMQError,
+    InvalidOption,
+    InvalidState,
+    JobNotFound,
+    LaneFull,
+    Queue,
+    RateLimited,
+    SyncQueue,
+    Worker,
+)
 from echomq.job import Job
 from echomq.keys import QueueKeys
 
@@ -301,3 +314,94 @@ def test_change_out_of_the_last_job_leaves_the_ring(sq: SyncQueue) -> None:
     sq.change(only, group="b")
     assert [x.group for x in sq.lanes()] == ["b"]
     assert sq.stats().counts["waiting"] == 2
+
+
+# -- with a worker ------------------------------------------------------------
+
+
+async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+@asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[None]:
+    task = asyncio.create_task(worker.run(install_signals=False))
+    try:
+        yield
+    finally:
+        worker.stop(immediate=True)
+        await asyncio.wait_for(task, 10)
+
+
+async def test_a_capped_lane_runs_at_most_its_cap_and_is_woken_by_completions(aq: Queue) -> None:
+    await aq.set_lane("t", concurrency=2)
+    running_now, most = 0, 0
+
+    async def work(job: Job) -> None:
+        nonlocal running_now, most
+        running_now += 1
+        most = max(most, running_now)
+        await asyncio.sleep(0.05)
+        running_now -= 1
+
+    ids = await aq.add_many([{"name": "w", "group": "t"} for _ in range(8)])
+    async with running(Worker(aq, {"w": work}, concurrency=6)):
+
+        async def all_done() -> bool:
+            jobs = [await aq.get(i) for i in ids]
+            return all(j is not None and j.state == "completed" for j in jobs)
+
+        await wait_until(all_done)
+    assert most == 2
+
+
+async def test_rate_limited_from_a_handler_throttles_the_lane_uncounted(aq: Queue) -> None:
+    runs: list[float] = []
+
+    async def call_api(job: Job) -> str:
+        runs.append(time.monotonic())
+        if len(runs) == 1:
+            raise RateLimited(0.4)
+        return "ok"
+
+    job_id = await aq.add("api", group="tenant", max_attempts=1)
+    async with running(Worker(aq, {"api": call_api}, concurrency=2)):
+
+        async def done() -> bool:
+            job = await aq.get(job_id)
+            return job is not None and job.state == "completed"
+
+        await wait_until(done)
+    job = await aq.get(job_id)
+    assert job is not None and job.attempts == 1  # the rate-limited run did not count
+    assert runs[1] - runs[0] >= 0.35  # the lane was held (server clock; local monotonic ± 50 ms)
+
+
+@pytest.mark.no_cluster("INFO commandstats counts one server's calls")
+async def test_an_idle_worker_does_not_spin_on_a_paused_lane(
+    aq: Queue, redis_client: redis.Redis
+) -> None:
+    await aq.set_lane("p", paused=True)
+    job_id = await aq.add("w", group="p")
+    done = asyncio.Event()
+
+    async def work(job: Job) -> None:
+        done.set()
+
+    async with running(Worker(aq, {"w": work}, concurrency=2)):
+        await asyncio.sleep(0.3)  # settle: the worker claims nothing and goes idle
+        before = total_calls(redis_client)
+        await asyncio.sleep(1.0)
+        idle_calls = total_calls(redis_client) - before
+        await aq.set_lane("p", paused=False)  # a resume wakes the idle worker at once
+        await asyncio.wait_for(done.wait(), 5)
+    assert idle_calls < 20, f"{idle_calls} commands in 1 s while nothing could be served"
+    assert job_id
+
+
+def total_calls(client: redis.Redis) -> int:
+    stats: dict[str, dict[str, int]] = client.info("commandstats")
+    return sum(entry["calls"] for entry in stats.values())

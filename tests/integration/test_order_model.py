@@ -141,7 +141,17 @@ class PauseLane:
 Outcome = Complete | Fail | Release
 Control = SetCap | PauseLane
 Op = (
-    Add | AddMany | SetWeight | Claim | Remove | Stall | Outcome | Pause | Resume | RetryDead | Control
+    Add
+    | AddMany
+    | SetWeight
+    | Claim
+    | Remove
+    | Stall
+    | Outcome
+    | Pause
+    | Resume
+    | RetryDead
+    | Control
 )
 
 GROUPS: tuple[Group, ...] = (None, "a", "b", "c")

@@ -7,6 +7,8 @@
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 --
 -- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms}
+--   next_fire_ms: the earliest delayed job's fire time or the earliest time a
+--   parked lane's throttle or rate window ends (includes/controls.lua)
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -29,6 +31,10 @@ local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victi
 flush_waiting()
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
-local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
+local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
+-- a parked lane whose throttle or rate window ends counts as a fire time: the
+-- worker runs maintenance then, which puts the lane back and rings the doorbell
+local lw = next_lane_wake()
+if lw and (not nf or tonumber(lw) < tonumber(nf)) then nf = lw end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
-return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now)}
+return {promoted, reaped, pruned, nf or "-1", nd[2] or "-1", fmt(now)}

@@ -10,6 +10,8 @@
 -- ARGV[8]     lease token the caller holds
 -- ARGV[9]     delay in ms before it is waiting again (0 = at once: its old
 --             place; later: delayed, then behind the jobs waiting then)
+-- ARGV[10]    throttle the job's lane for this many ms from now ("" = no):
+--             a handler's RateLimited (a throttle never shortens one in force)
 --
 -- Returns: 1 when released,
 --          E_NOT_FOUND (-1) if the job does not exist,
@@ -33,6 +35,12 @@ plan_recheck(lane)
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)
 give_back(lane, 1)
+if (ARGV[10] or "") ~= "" then
+  local until_ms = now + tonumber(ARGV[10])
+  if until_ms > tonumber(redis.call("HGET", K_LANECTL, "t:" .. lane) or "0") then
+    redis.call("HSET", K_LANECTL, "t:" .. lane, until_ms)
+  end
+end
 if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end
 local delay = tonumber(ARGV[9] or "0")
 if delay > 0 then
