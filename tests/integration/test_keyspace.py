@@ -15,7 +15,8 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
     lua = (
         "local PREFIX = ARGV[1]\n"
         + include_source("keys")
-        + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]), rate_key(ARGV[3])}"
+        + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]),"
+        + " rate_key(ARGV[3])}"
     )
     got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7")
     assert got == [

@@ -319,6 +319,11 @@ class Lockstep:
                 self.outcome(op)
             case Pause() | Resume() | RetryDead():
                 self.control(op)
+            case SetCap() | PauseLane():
+                self.lane_control(op)
+
+    def lane_control(self, op: SetCap | PauseLane) -> None:
+        match op:
             case SetCap(group, cap):
                 self.queue.set_lane(group, concurrency=cap)
                 self.model.set_lane(group, concurrency=cap)

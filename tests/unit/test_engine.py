@@ -219,8 +219,10 @@ def test_stats_and_lanes(engine: Engine) -> None:
     never = engine.stats().parse([["0"] * 8 + ["", "0"], [], ["", ""], ["0", "0", "0"], ""])
     assert not never.ever_used and never.last_activity is None
     lanes_reply = [
-        ["acme", "0", "3", "5", "10", "", "", "", "", "", "2", "0"]
-        + ["", "1", "2", "1", "0", "4", "100 1000", "1", "50", str(MS + 5), "4", "1"],
+        [
+            *("acme", "0", "3", "5", "10", "", "", "", "", "", "2", "0"),
+            *("", "1", "2", "1", "0", "4", "100 1000", "1", "50", str(MS + 5), "4", "1"),
+        ],
         ["acme", "4"],
         str(MS),
     ]
