@@ -162,7 +162,8 @@ def test_release_and_progress_update_the_job_only_when_accepted(engine: Engine) 
     assert job.lease_token is None and job.state is State.WAITING
     job = claimed_job(engine)
     call = engine.release(job, delay=2.5)
-    assert call.args[-1] == "2500"
+    assert call.args[-2:] == ["2500", ""]
+    assert engine.release(claimed_job(engine), throttle=1.5).args[-1] == "1500"
     call.parse(1)
     assert job.state is State.DELAYED
     with pytest.raises(echomq.InvalidDelay):
