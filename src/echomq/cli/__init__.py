@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "stats": "echomq.cli.stats:stats",
     "lanes": "echomq.cli.stats:lanes",
     "weight": "echomq.cli.stats:weight",
+    "lane": "echomq.cli.lane:lane",
     "pause": "echomq.cli.queues:pause",
     "resume": "echomq.cli.queues:resume",
     "score": "echomq.cli.score:score",
