@@ -142,6 +142,31 @@ class OrderModel:
             self.lane_paused.discard(group)
         self._recheck(group)
 
+    def change(self, job_id: str, tier: int, group: Group) -> None:
+        """Move a waiting or delayed job to another tier and lane, keeping its arrival."""
+        job = self.jobs[job_id]
+        assert job_id in self.delayed and job_id not in self.retrying or self._is_waiting(job_id)
+        if job_id in self.delayed:
+            job.tier, job.group = tier, group
+            return
+        assert job.place is not None
+        lane = self.lanes[job.group]
+        lane.remove(job.place)
+        heapq.heapify(lane)
+        job.place = (tier, job.place[1], job_id)
+        job.tier = tier
+        if job.group == group:  # a new tier in the same lane: the ring is as it was
+            heapq.heappush(lane, job.place)
+            return
+        if not lane:
+            self._leave_ring(job.group)
+        job.group = group
+        self._enter_lane(job_id)
+
+    def _is_waiting(self, job_id: str) -> bool:
+        place = self.jobs[job_id].place
+        return place is not None and place in self.lanes.get(self.jobs[job_id].group, [])
+
     def remove(self, job_id: str) -> None:
         """Delete a job in whatever state; a lane it leaves empty leaves the ring."""
         job = self.jobs.pop(job_id, None)

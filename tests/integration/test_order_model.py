@@ -133,13 +133,20 @@ class SetCap:
 
 
 @dataclass(frozen=True)
+class Change:
+    pick: int  # index (mod their number) into the waiting and delayed jobs
+    tier: int
+    group: Group
+
+
+@dataclass(frozen=True)
 class PauseLane:
     group: Group
     paused: bool
 
 
 Outcome = Complete | Fail | Release
-Control = SetCap | PauseLane
+Control = SetCap | PauseLane | Change
 Op = (
     Add
     | AddMany
@@ -185,6 +192,7 @@ releases = st.builds(Release, st.integers(0, 7))
 pauses = st.one_of(st.just(Pause()), st.just(Resume()))
 set_caps = st.builds(SetCap, groups, st.sampled_from([None, 1, 1, 2, 3]))
 pause_lanes = st.builds(PauseLane, groups, st.booleans())
+changes = st.builds(Change, st.integers(0, 7), tiers, groups)
 retry_deads = st.builds(RetryDead, st.lists(st.integers(0, 30), min_size=1, max_size=4).map(tuple))
 
 
@@ -319,11 +327,19 @@ class Lockstep:
                 self.outcome(op)
             case Pause() | Resume() | RetryDead():
                 self.control(op)
-            case SetCap() | PauseLane():
+            case SetCap() | PauseLane() | Change():
                 self.lane_control(op)
 
-    def lane_control(self, op: SetCap | PauseLane) -> None:
+    def lane_control(self, op: SetCap | PauseLane | Change) -> None:
         match op:
+            case Change(pick, tier, group):
+                model = self.model
+                movable = model.waiting_ids() + sorted(set(model.delayed) - model.retrying)
+                if movable:
+                    job_id = movable[pick % len(movable)]
+                    job = self.queue.change(job_id, priority=tier, group=group)
+                    assert (job.priority, job.group) == (tier, group)
+                    model.change(job_id, tier, group)
             case SetCap(group, cap):
                 self.queue.set_lane(group, concurrency=cap)
                 self.model.set_lane(group, concurrency=cap)
@@ -714,6 +730,8 @@ ALL_PARKED = [
         set_caps,
         set_caps,
         pause_lanes,
+        changes,
+        adds(ANY_DELAY),
         claims,
         claims,
         stalls,
