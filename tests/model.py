@@ -145,7 +145,7 @@ class OrderModel:
     def change(self, job_id: str, tier: int, group: Group) -> None:
         """Move a waiting or delayed job to another tier and lane, keeping its arrival."""
         job = self.jobs[job_id]
-        assert job_id in self.delayed and job_id not in self.retrying or self._is_waiting(job_id)
+        assert (job_id in self.delayed and job_id not in self.retrying) or self._is_waiting(job_id)
         if job_id in self.delayed:
             job.tier, job.group = tier, group
             return
