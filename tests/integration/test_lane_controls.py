@@ -405,3 +405,33 @@ async def test_an_idle_worker_does_not_spin_on_a_paused_lane(
 def total_calls(client: redis.Redis) -> int:
     stats: dict[str, dict[str, int]] = client.info("commandstats")
     return sum(entry["calls"] for entry in stats.values())
+
+
+def test_counters_come_back_to_nothing(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    """After every kind of exit the lane's active and delayed counts are gone."""
+    sq.set_lane("z", concurrency=3, max_waiting=100)
+    ids = sq.add_many([{"name": "j", "group": "z", "max_attempts": 2} for _ in range(8)])
+    delayed = sq.add("j", group="z", delay=60)
+    sq.add("j", group="z", delay=0.3)
+    a, b, c = sq.claim(10)
+    sq.complete(a)
+    sq.fail(b, "boom", retry_delay=0.3)  # retry pending, then due again
+    sq.release(c, delay=0.3)
+    d, e, f = sq.claim(10, lease=0.5)  # a cancelled run retries when its lease would end
+    sq.cancel(d.id, retry=True)
+    sq.cancel(e.id)
+    sq.remove(f.id)
+    sq.remove(delayed)
+    sq.cancel(ids[-1])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        jobs = sq.claim(10)
+        for job in jobs:
+            sq.complete(job)
+        counts = sq.stats().counts
+        if not jobs and counts["waiting"] + counts["delayed"] + counts["failed"] == 0:
+            break
+        time.sleep(0.05)
+    fields = redis_client.hgetall(QueueKeys(sq.name).lanectl)
+    assert {k: v for k, v in fields.items() if k[:2] in ("a:", "d:", "k:")} == {}
+    assert sq.stats().counts["active"] == 0
