@@ -145,6 +145,12 @@ class QueueKeys:
         return self._part("waiters")
 
     @property
+    def done_channel(self) -> str:
+        """shard channel (not a key): the ids of waited-on jobs that became final or
+        were deleted, published by the scripts (includes/retention.lua, "Waiters")."""
+        return self._part("done")
+
+    @property
     def lanectl(self) -> str:
         """hash: lane controls and counters (``c:L`` cap, ``r:L`` rate, ``p:L`` paused,
         ``m:L`` max_waiting, ``t:L`` throttled until, ``a:L`` active, ``d:L`` delayed,

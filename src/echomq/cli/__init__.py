@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "lane": "echomq.cli.lane:lane",
     "pause": "echomq.cli.queues:pause",
     "resume": "echomq.cli.queues:resume",
+    "config": "echomq.cli.config:config",
     "score": "echomq.cli.score:score",
     "dead": "echomq.cli.dead:dead",
     "server": "echomq.cli.server:server",

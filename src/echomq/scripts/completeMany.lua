@@ -70,4 +70,5 @@ redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
 for _, lane in ipairs(freed) do give_back(lane, freed[lane]) end
 for _, lane in ipairs(freed) do recheck(lane, now) end
+for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out

@@ -7,7 +7,10 @@
 -- ARGV[8]     lease token the caller holds
 -- ARGV[9]     error message
 -- ARGV[10]    traceback ("" = none)
--- ARGV[11]    retry delay in ms (-1 = do not retry: dead now)
+-- ARGV[11]    retry delay in ms (-1 = do not retry: dead now; -2 = the
+--             queue's backoff, includes/backoff.lua)
+-- ARGV[12..15] the client's backoff option: base_ms, factor, cap_ms, jitter
+--             (used with -2 when no backoff is stored)
 --
 -- Returns: {"failed", fire_ms} when a retry is scheduled,
 --          {"dead", now_ms} when the job is dead,
@@ -20,6 +23,7 @@
 -- @include controls
 -- @include retention
 -- @include lease
+-- @include backoff
 
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
@@ -34,6 +38,10 @@ end
 local f = read_key("HMGET", jk, "a", "m", "g")
 local lane = f[3] or ""
 plan_recheck(lane)
+if delay == -2 then
+  local client = {tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])}
+  delay = backoff_ms(math.max(1, tonumber(f[1])), client)
+end
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
 local victims = {}
 if not retry then
@@ -59,4 +67,5 @@ redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
 expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
+wake_waiters(id, now)
 return {"dead", fmt(now)}

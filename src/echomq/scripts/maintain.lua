@@ -1,6 +1,7 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
 -- promote due delayed jobs, return expired leases, prune finished jobs, each
--- at most a fixed budget per call (includes/time.lua, retention.lua); a
+-- and expired wait() entries, each at most a fixed budget per call
+-- (includes/time.lua, retention.lua); a
 -- next_fire or next_deadline at or before now_ms says more is due at once.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
@@ -29,6 +30,7 @@ local promoted = promote(due)
 local reaped, freed = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 flush_waiting()
+prune_waiters(now)
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
