@@ -109,6 +109,10 @@ class OrderModel:
         # lane controls
         self.caps: dict[Group, int] = {}
         self.lane_paused: set[Group] = set()
+        # rates with a window longer than any example: at most ``max`` claims
+        # from the lane since the rate was set (setting it starts a fresh record)
+        self.rates: dict[Group, int] = {}
+        self.rate_claims: dict[Group, int] = {}
         self.parked: dict[Group, Group] = {}  # parked lane -> its anchor
         self.gone: dict[Group, Group] = {}  # lane that left while lanes were parked -> pred
         self.vt: Group | _Unset = UNSET  # the lane last placed at the ring's tail
@@ -128,7 +132,12 @@ class OrderModel:
         self.weights[group] = weight
 
     def set_lane(
-        self, group: Group, *, concurrency: int | _Unset | None = UNSET, paused: bool | None = None
+        self,
+        group: Group,
+        *,
+        concurrency: int | _Unset | None = UNSET,
+        paused: bool | None = None,
+        rate: int | _Unset | None = UNSET,
     ) -> None:
         """Change a lane's cap (None removes it) or pause it; a parked lane that can
         be served now goes back into the ring."""
@@ -136,6 +145,12 @@ class OrderModel:
             self.caps.pop(group, None)
         elif not isinstance(concurrency, _Unset):
             self.caps[group] = concurrency
+        if rate is None:
+            self.rates.pop(group, None)
+        elif not isinstance(rate, _Unset):
+            self.rates[group] = rate
+        if not isinstance(rate, _Unset):
+            self.rate_claims[group] = 0
         if paused is True:
             self.lane_paused.add(group)
         elif paused is False:
@@ -309,6 +324,8 @@ class OrderModel:
     def eligible(self, group: Group) -> bool:
         if group in self.lane_paused:
             return False
+        if group in self.rates and self.rate_claims.get(group, 0) >= self.rates[group]:
+            return False
         cap = self.caps.get(group)
         return cap is None or self.active_in(group) < cap
 
@@ -362,6 +379,8 @@ class OrderModel:
         job_id = heapq.heappop(lane)[2]
         self.turn_left -= 1
         self.active[job_id] = NEVER  # counted at once (the caller sets the deadline)
+        if group in self.rates:
+            self.rate_claims[group] = self.rate_claims.get(group, 0) + 1
         if not lane:
             self.ring.popleft()
             self._left_cycle(group, self.vt)

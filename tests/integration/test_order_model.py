@@ -140,13 +140,20 @@ class Change:
 
 
 @dataclass(frozen=True)
+class SetRate:
+    group: Group
+    most: int | None  # claims per RATE_WINDOW (longer than any example); None removes it
+
+
+@dataclass(frozen=True)
 class PauseLane:
     group: Group
     paused: bool
 
 
 Outcome = Complete | Fail | Release
-Control = SetCap | PauseLane | Change
+Control = SetCap | PauseLane | Change | SetRate
+RATE_WINDOW = 3600.0
 Op = (
     Add
     | AddMany
@@ -193,6 +200,7 @@ pauses = st.one_of(st.just(Pause()), st.just(Resume()))
 set_caps = st.builds(SetCap, groups, st.sampled_from([None, 1, 1, 2, 3]))
 pause_lanes = st.builds(PauseLane, groups, st.booleans())
 changes = st.builds(Change, st.integers(0, 7), tiers, groups)
+set_rates = st.builds(SetRate, groups, st.sampled_from([None, 1, 2, 4]))
 retry_deads = st.builds(RetryDead, st.lists(st.integers(0, 30), min_size=1, max_size=4).map(tuple))
 
 
@@ -327,11 +335,14 @@ class Lockstep:
                 self.outcome(op)
             case Pause() | Resume() | RetryDead():
                 self.control(op)
-            case SetCap() | PauseLane() | Change():
+            case SetCap() | PauseLane() | Change() | SetRate():
                 self.lane_control(op)
 
-    def lane_control(self, op: SetCap | PauseLane | Change) -> None:
+    def lane_control(self, op: Control) -> None:
         match op:
+            case SetRate(group, most):
+                self.queue.set_lane(group, rate=None if most is None else (most, RATE_WINDOW))
+                self.model.set_lane(group, rate=most)
             case Change(pick, tier, group):
                 model = self.model
                 movable = model.waiting_ids() + sorted(set(model.delayed) - model.retrying)
@@ -478,9 +489,11 @@ class Lockstep:
     def drain(self) -> None:
         """Claim until empty (caps and lane pauses lifted first, on both sides);
         afterwards nothing is waiting on either side."""
-        for group in sorted(set(self.model.caps) | self.model.lane_paused, key=str):
+        controlled = set(self.model.caps) | self.model.lane_paused | set(self.model.rates)
+        for group in sorted(controlled, key=str):
             self.apply(SetCap(group, None))
             self.apply(PauseLane(group, False))
+            self.apply(SetRate(group, None))
         while self.claim(7):
             pass
         assert self.model.waiting() == 0
@@ -730,6 +743,7 @@ ALL_PARKED = [
         set_caps,
         set_caps,
         pause_lanes,
+        set_rates,
         changes,
         adds(ANY_DELAY),
         claims,
