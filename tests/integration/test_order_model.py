@@ -761,6 +761,9 @@ ALL_PARKED = [
 @example(program=CAPPED_LANE_EXAMPLE)
 @example(program=CAP_ENDS_TURN)
 @example(program=ALL_PARKED)
+@example(
+    program=[SetRate("a", 1), lane_jobs("a", "a", "b", "b"), Claim(3), SetRate("a", 2), Claim(2)]
+)
 def test_caps_and_paused_lanes_follow_the_model(
     client: connection.SyncClient, queue_name: str, program: list[Op]
 ) -> None:
