@@ -726,6 +726,8 @@ CAP_ENDS_TURN = [
     Claim(3),
 ]
 # every lane parked, then served again in the order their slots free
+# a lane at its rate is passed over; setting a rate again starts a fresh record
+RATE_EXAMPLE = [SetRate("a", 1), lane_jobs("a", "a", "b", "b"), Claim(3), SetRate("a", 2), Claim(2)]
 ALL_PARKED = [
     SetCap("a", 1), SetCap("b", 1), SetCap("c", 1),
     lane_jobs("a", "a", "b", "b", "c", "c"),
