@@ -81,7 +81,8 @@ def test_pause_and_resume(sq: SyncQueue) -> None:
     sq.add_many([{"name": "j", "group": g} for g in "ppq"])
     assert groups(sq.claim(3)) == "q"
     info = lane(sq, "p")
-    assert info.paused and info.backlog == 2
+    assert info.paused and info.backlog == 2 and info.parked and info.position == -1
+    assert sq.stats().lanes == {"p": 2}  # a parked lane's waiting jobs are counted
     sq.set_lane("p", paused=False)
     assert groups(sq.claim(3)) == "pp"
 

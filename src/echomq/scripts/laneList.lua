@@ -31,16 +31,23 @@ for i, lane in ipairs(redis.call("LRANGE", K_RING, 0, limit - 1)) do
   put(lane, i - 1)
   count = count + 1
 end
-if count < limit then
-  local fields = redis.call("HKEYS", K_LANECTL)
-  for _, field in ipairs(fields) do
-    if count >= limit then break end
-    local kind, lane = string.match(field, "^(%a):(.*)$")
-    if kind and kind ~= "t" and not listed[lane] then
+-- then the other lanes with controls or counters, looking at most SCAN_BUDGET
+-- fields of the controls hash (bounded work: a queue with 10^5 lanes that
+-- hold delayed jobs is listed in part)
+local SCAN_BUDGET = 10000
+local cursor, seen = "0", 0
+repeat
+  if count >= limit or seen >= SCAN_BUDGET then break end
+  local page = redis.call("HSCAN", K_LANECTL, cursor, "COUNT", 500)
+  cursor = page[1]
+  for i = 1, #page[2], 2 do
+    seen = seen + 1
+    local kind, lane = string.match(page[2][i], "^(%a):(.*)$")
+    if kind and kind ~= "t" and not listed[lane] and count < limit then
       put(lane, -1)
       count = count + 1
     end
   end
-end
+until cursor == "0"
 local turn = redis.call("HMGET", K_TURN, "lane", "left")
 return {out, {turn[1] or "", turn[2] or ""}, now_ms()}
