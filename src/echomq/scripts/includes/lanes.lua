@@ -55,6 +55,14 @@ local function flush_lanes()
   pending_order = {}
 end
 
+-- Lanes that left the ring while lanes were parked, kept for the parked
+-- lanes anchored after them: at most GONE_LIMIT (then a lane anchored after
+-- one not kept goes back at the ring's tail); all go when no lane is parked.
+local GONE_LIMIT = 10000
+local function note_gone(lane, pred)
+  if redis.call("HLEN", K_GONE) < GONE_LIMIT then redis.call("HSET", K_GONE, lane, pred) end
+end
+
 -- A parked lane (includes/controls.lua) is no longer parked.
 local function unparked(lane)
   redis.call("HDEL", K_LANECTL, "k:" .. lane)
@@ -75,7 +83,7 @@ local function parked_lane_left(lane)
   end
   unparked(lane)
   if redis.call("HEXISTS", K_LANECTL, "np") == 1 and anchor ~= lane then
-    redis.call("HSET", K_GONE, lane, anchor)
+    note_gone(lane, anchor)
   end
 end
 
@@ -90,7 +98,7 @@ local function left_cycle(lane, pred)
     if pos == 0 then pred = ctl[2] elseif pos then pred = redis.call("LINDEX", K_RING, pos - 1) end
   end
   if pred == lane then pred = nil end
-  if ctl[1] and pred then redis.call("HSET", K_GONE, lane, pred) end
+  if ctl[1] and pred then note_gone(lane, pred) end
   if ctl[2] == lane then
     if pred then redis.call("HSET", K_LANECTL, "vt", pred) else redis.call("HDEL", K_LANECTL, "vt") end
   end
