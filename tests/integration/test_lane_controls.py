@@ -436,3 +436,21 @@ def test_counters_come_back_to_nothing(sq: SyncQueue, redis_client: redis.Redis)
     fields = redis_client.hgetall(QueueKeys(sq.name).lanectl)
     assert {k: v for k, v in fields.items() if k[:2] in ("a:", "d:", "k:")} == {}
     assert sq.stats().counts["active"] == 0
+
+
+async def test_an_idle_worker_wakes_when_a_throttle_ends(aq: Queue) -> None:
+    """Not at the next periodic maintenance (5 s here): at the throttle's end, which
+    the maintenance report gives as the next fire time."""
+    done = asyncio.Event()
+
+    async def work(job: Job) -> None:
+        done.set()
+
+    async with running(Worker(aq, {"w": work}, concurrency=2, lease=30.0)):
+        await asyncio.sleep(0.3)  # the worker is idle on the doorbell
+        await aq.throttle("t", 0.8)
+        started = time.monotonic()
+        await aq.add("w", group="t")  # rings: the claim finds the lane throttled, parks it
+        await asyncio.wait_for(done.wait(), 10)
+        waited = time.monotonic() - started
+    assert 0.7 <= waited < 3.0, waited
