@@ -31,10 +31,13 @@ def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
 
 def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     """Make the fixed keys no script writes yet exist (settings, events, waiters,
-    and renumber, which exists only while a renumbering runs),
+    lane controls, and renumber, which exists only while a renumbering runs),
     as they will on a busy queue: while one declared key of a migrating slot is
     missing, the server answers TRYAGAIN to every script before it starts."""
     client.hset(keys.settings, "placeholder", "1")
     client.xadd(keys.events, {"k": "placeholder"})
     client.zadd(keys.waiters, {"job_placeholder": 2**52})
     client.zadd(keys.renumber, {"job_placeholder": 0})  # no such job: a step drops it
+    client.hset(keys.lanectl, "placeholder", "1")
+    client.zadd(keys.lanewake, {"placeholder-lane": 2**52})
+    client.hset(keys.gone, "placeholder-lane", "x")

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from echomq.control import Retry, Unrecoverable, current_job
+from echomq.control import RateLimited, Retry, Unrecoverable, current_job
 from echomq.errors import (
     EchoMQError,
     FormatTooNew,
@@ -13,9 +13,11 @@ from echomq.errors import (
     InvalidOption,
     InvalidPriority,
     InvalidScore,
+    InvalidState,
     InvalidWeight,
     JobCancelled,
     JobNotFound,
+    LaneFull,
     LeaseLost,
     NotReplicated,
     OrderingMismatch,
@@ -48,10 +50,12 @@ __all__ = [
     "InvalidOption",
     "InvalidPriority",
     "InvalidScore",
+    "InvalidState",
     "InvalidWeight",
     "Job",
     "JobCancelled",
     "JobNotFound",
+    "LaneFull",
     "LaneInfo",
     "LeaseLost",
     "MaintenanceReport",
@@ -61,6 +65,7 @@ __all__ = [
     "PayloadError",
     "Queue",
     "QueueStats",
+    "RateLimited",
     "Retry",
     "ServerError",
     "State",

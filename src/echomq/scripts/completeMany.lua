@@ -15,6 +15,8 @@
 -- @include keys
 -- @include clock
 -- @include events
+-- @include lanes
+-- @include controls
 -- @include retention
 -- @include lease
 
@@ -25,6 +27,7 @@ local items = cjson.decode(ARGV[7])
 local out = {}
 local done_ids, done_idem = {}, {}
 local first_of = {}
+local freed = {}      -- lanes whose active slots this call gives back -> how many
 for i, item in ipairs(items) do
   local id, token = item[1], item[2]
   if first_of[id] then
@@ -33,6 +36,12 @@ for i, item in ipairs(items) do
     local jk, key_or_err, lane = check_lease(id, token, now)
     if jk then
       if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+      lane = lane or ""
+      if not freed[lane] then
+        freed[#freed + 1] = lane
+        plan_recheck(lane)
+      end
+      freed[lane] = (freed[lane] or 0) + 1
       done_ids[#done_ids + 1] = id
       done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane}
       out[i] = now
@@ -61,6 +70,8 @@ call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
 redis.call("HINCRBY", K_META, "completed", #done_ids)
 redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
+for _, lane in ipairs(freed) do give_back(lane, freed[lane]) end
+for _, lane in ipairs(freed) do recheck(lane, now) end
 flush_events()
 for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out

@@ -10,12 +10,15 @@
 --
 -- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms,
 --          job hashes renumbered (includes/renumber.lua)}
+--   next_fire_ms: the earliest delayed job's fire time or the earliest time a
+--   parked lane's throttle or rate window ends (includes/controls.lua)
 -- @include fixed
 -- @include keys
 -- @include clock
 -- @include events
 -- @include lanes
 -- @include renumber
+-- @include controls
 -- @include retention
 -- @include time
 
@@ -24,14 +27,23 @@ local now = now_ms()
 local due = read_due(now)
 local expired = read_expired(now, true)  -- plans the dead set's pruning too
 local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+-- parked lanes whose throttle or rate window ended
+local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
+for _, lane in ipairs(woken) do plan_recheck(lane) end
 local renumber_step = read_renumber(#due.ids)
 local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
-local reaped = reap(expired, now)
+local reaped, freed = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 flush_waiting()
 flush_events()
 prune_waiters(now)
-local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
+recheck_freed(freed, now)
+for _, lane in ipairs(woken) do recheck(lane, now) end
+local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
+-- a parked lane whose throttle or rate window ends counts as a fire time: the
+-- worker runs maintenance then, which puts the lane back and rings the doorbell
+local lw = next_lane_wake()
+if lw and (not nf or tonumber(lw) < tonumber(nf)) then nf = lw end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
-return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now), renumbered}
+return {promoted, reaped, pruned, nf or "-1", nd[2] or "-1", fmt(now), renumbered}

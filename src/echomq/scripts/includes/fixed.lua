@@ -36,6 +36,10 @@
 -- KEYS[15] waiters    zset: id -> deadline (ms) of a client's wait() on that job
 -- KEYS[16] renumber   zset: id -> arrival counter, the index of a renumbering
 --                      in progress (includes/renumber.lua; absent otherwise)
+-- KEYS[17] lanectl    hash: lane controls and counters (includes/controls.lua)
+-- KEYS[18] lanewake   zset: parked lane -> ms its rate window / throttle ends
+-- KEYS[19] gone       hash: lane that left the ring while lanes were parked ->
+--                      the lane before it (includes/controls.lua)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
 -- (echomq/scripts/__init__.py); adding a fixed key renames no script.
@@ -53,6 +57,7 @@ local K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local K_LANECTL, K_LANEWAKE, K_GONE = KEYS[17], KEYS[18], KEYS[19]
 
 local PREFIX = ARGV[1]
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
@@ -80,3 +85,4 @@ end
 
 -- return codes (errors.SCRIPT_ERRORS)
 local E_NOT_FOUND, E_LEASE_LOST, E_ORDERING, E_CANCELLED = -1, -2, -3, -4
+local E_LANE_FULL, E_INVALID_STATE = -5, -6
