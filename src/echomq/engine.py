@@ -534,8 +534,9 @@ class Engine:
         """Store queue-wide settings on the server, obeyed by every client of the queue
         (docs/settings.md): retention (``keep_completed``, ``keep_completed_age``,
         ``keep_dead``, ``keep_dead_age``), ``backoff``, ``max_stalls``, the default
-        ``max_attempts``, ``event_stream_length`` (0: no events), and ``concurrency``
-        and ``rate`` (stored, not enforced yet). A later call changes only what it
+        ``max_attempts``, ``event_stream_length`` (0: no events), and the queue-wide
+        ``concurrency`` and ``rate`` that cap all lanes together (enforced by every
+        claim, docs/ordering.md "Queue-wide limits"). A later call changes only what it
         names; None removes a stored value. Every value is checked first: one bad
         value raises InvalidOption and nothing is written. The reply is every
         stored setting after the change."""

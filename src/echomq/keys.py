@@ -188,6 +188,12 @@ class QueueKeys:
         """list: a rate-limited lane's last claim times (ms), newest first."""
         return self._part("rate:" + lane)
 
+    @property
+    def queue_rate(self) -> str:
+        """list: the queue's last claim times (ms), newest first, under a queue-wide
+        ``rate`` (``configure``)."""
+        return self._part("qrate")
+
     def stop_bell(self, worker_id: str) -> str:
         """list: pushed once by a stopping worker to end its own doorbell wait
         (client-side only; it lives for seconds at most)."""

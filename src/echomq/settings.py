@@ -63,9 +63,6 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "rate": ("rate_max", "rate_per_ms"),
 }
 
-#: settings stored and shown but not enforced yet (lane limits come later).
-NOT_ENFORCED = frozenset({"concurrency", "rate"})
-
 
 def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))

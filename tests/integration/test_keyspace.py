@@ -17,7 +17,7 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         "local PREFIX = ARGV[1]\n"
         + include_source("keys")
         + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]),"
-        + " rate_key(ARGV[3])}"
+        + " rate_key(ARGV[3]), queue_rate_key()}"
     )
     got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7")
     assert got == [
@@ -26,6 +26,7 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         keys.lane(""),
         keys.idem("inv-7"),
         keys.rate("acme"),
+        keys.queue_rate,
     ]
 
 

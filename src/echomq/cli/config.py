@@ -22,7 +22,7 @@ from echomq.cli.common import (
     queue_options,
 )
 from echomq.options import Backoff, QueueOptions
-from echomq.settings import NAMES, NOT_ENFORCED, defaults
+from echomq.settings import NAMES, defaults
 
 #: what ``--set k=none`` (or ``k=``) means: remove the stored value.
 REMOVE = ("", "none")
@@ -123,16 +123,14 @@ def config(
                 "queue": name,
                 "stored": {k: _plain(v) for k, v in stored.items()},
                 "effective": {k: _plain(stored.get(k, fallback[k])) for k in NAMES},
-                "not_enforced": sorted(NOT_ENFORCED),
             }
         )
         return
     rows = []
     for key in NAMES:
         source = "stored" if key in stored else "default"
-        note = "not enforced yet" if key in NOT_ENFORCED else ""
-        rows.append((key, _text(key, stored.get(key, fallback[key])), source, note))
+        rows.append((key, _text(key, stored.get(key, fallback[key])), source))
     click.echo(f"queue {escape_text(name, markup=False)}: settings on the server")
     click.echo("")
-    for line in plain_table(("setting", "value", "from", ""), rows):
+    for line in plain_table(("setting", "value", "from"), rows):
         click.echo(line)

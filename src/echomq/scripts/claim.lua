@@ -2,7 +2,8 @@
 -- fixed budget per call, earliest first: includes/time.lua), go on with a
 -- renumbering of the arrival counter if one runs (includes/renumber.lua),
 -- then lease up to n jobs in
--- the order of the weighted rotation (docs/design.md §3).
+-- the order of the weighted rotation (docs/design.md §3), at most what the
+-- queue-wide concurrency and rate leave (includes/controls.lua).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -245,6 +246,11 @@ local renumber_step = read_renumber(#due.ids)
 local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
 for _, lane in ipairs(woken) do plan_recheck(lane) end
 local paused = redis.call("HGET", K_META, "paused") == "1"
+-- the queue-wide limits (configure) cap this call's claims: it stops there,
+-- the ring and the turn as its claims leave them (includes/controls.lua)
+local asked = n
+local queue_bound, queue_at
+n, queue_bound, queue_at = queue_allowance(now, n, #expired.ids)
 if not paused then foresee_claim(due, expired, woken) end
 apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
@@ -378,6 +384,15 @@ while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
 end
 
 for _, g in pairs(gates) do record_claims(g, now) end
+record_queue_claims(n - remaining, now)
+if remaining == 0 and n < asked and ring_len > 0 then
+  -- turned away by a queue-wide limit with work left: say when to try again
+  if queue_bound == "c" then
+    redis.call("HSET", K_LANECTL, "qc", "1")
+  elseif queue_bound == "r" then
+    redis.call("HSET", K_LANECTL, "qr", queue_at)
+  end
+end
 if vt then
   redis.call("HSET", K_LANECTL, "vt", vt)
 elseif vt == nil then

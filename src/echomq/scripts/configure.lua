@@ -20,4 +20,14 @@ for i = 7, #ARGV, 2 do
 end
 if #unset > 0 then redis.call("HDEL", K_SETTINGS, unpack(unset)) end
 if #set > 0 then redis.call("HSET", K_SETTINGS, unpack(set)) end
+-- a changed queue-wide limit may let claims through that were turned away:
+-- forget why they were and ring the doorbell (includes/controls.lua)
+for i = 7, #ARGV, 2 do
+  if ARGV[i] == "concurrency" or ARGV[i] == "rate_max" then
+    redis.call("HDEL", K_LANECTL, "qc", "qr")
+    redis.call("LPUSH", K_WAKE, "1")
+    redis.call("LTRIM", K_WAKE, 0, 0)
+    break
+  end
+end
 return redis.call("HGETALL", K_SETTINGS)

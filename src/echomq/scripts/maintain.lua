@@ -11,7 +11,8 @@
 -- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms,
 --          job hashes renumbered (includes/renumber.lua)}
 --   next_fire_ms: the earliest delayed job's fire time or the earliest time a
---   parked lane's throttle or rate window ends (includes/controls.lua)
+--   parked lane's throttle or rate window ends, or the queue-wide rate window
+--   a claim was turned away by ends (includes/controls.lua)
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -45,5 +46,13 @@ local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
 -- worker runs maintenance then, which puts the lane back and rings the doorbell
 local lw = next_lane_wake()
 if lw and (not nf or tonumber(lw) < tonumber(nf)) then nf = lw end
+-- a claim turned away by the queue-wide rate: ring when its window ends
+local qr = redis.call("HGET", K_LANECTL, "qr")
+if qr and tonumber(qr) <= now then
+  redis.call("HDEL", K_LANECTL, "qr")
+  ring_doorbell()
+elseif qr and (not nf or tonumber(qr) < tonumber(nf)) then
+  nf = qr
+end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 return {promoted, reaped, pruned, nf or "-1", nd[2] or "-1", fmt(now), renumbered}

@@ -81,12 +81,75 @@ local function record_claims(g, now)
   end
 end
 
--- Give back ``count`` active slots of a lane (a job left active).
+-- Give back ``count`` active slots of a lane (a job left active). A claim
+-- that found the queue at its queue-wide cap (qc) is answered by ringing the
+-- doorbell: a slot is free now.
 local function give_back(lane, count)
   local field = "a:" .. (lane or "")
   if redis.call("HINCRBY", K_LANECTL, field, -count) <= 0 then
     redis.call("HDEL", K_LANECTL, field)
   end
+  if redis.call("HDEL", K_LANECTL, "qc") == 1 then ring_doorbell() end
+end
+
+-- Queue-wide limits (configure's ``concurrency`` and ``rate``: OPT.concurrency,
+-- OPT.rate_max, OPT.rate_per). They cap all lanes together: a claim takes at
+-- most what they leave and stops there, so the ring and the turn stay as the
+-- claims it made leave them (no lane is parked for them: the next claim goes
+-- on where this one stopped). The queue's active count is the active set's
+-- size: every path out of active removes the job from K_ACTIVE in the same
+-- script, so it cannot drift. The rate list (queue_rate_key) keeps the
+-- queue's last rate_max claim times, newest first, with a TTL of the window.
+-- K_LANECTL fields:
+--   qc  present while the last claim found the queue at its concurrency cap
+--       with work left: the next job to leave active rings the doorbell
+--   qr  the time (ms) the queue's rate window ends, while the last claim
+--       found the queue over its rate with work left: maintenance counts it
+--       as a fire time and rings the doorbell then
+
+-- How many of ``n`` claims the queue-wide limits allow at ``now`` when
+-- ``leaving`` active jobs leave first (this call's returned leases), then
+-- which limit binds ("c", "r" or nil) and, for the rate, when it allows the
+-- next claim. Reads only: at most n entries of the rate list.
+local function queue_allowance(now, n, leaving)
+  local allow, bound, at = n, nil, nil
+  if OPT.concurrency then
+    local free = OPT.concurrency - (redis.call("ZCARD", K_ACTIVE) - leaving)
+    if free < allow then allow, bound = math.max(free, 0), "c" end
+  end
+  if OPT.rate_max and OPT.rate_per and allow > 0 then
+    -- the k-th claim of this call (k from 0) may start when the claim at index
+    -- rate_max - k - 1 of the list (newest first) is at least rate_per old:
+    -- every window of rate_per then holds at most rate_max claims. The claims
+    -- still in the window are a prefix of the list.
+    local mx, per = OPT.rate_max, OPT.rate_per
+    local want = math.min(allow, mx)
+    local from = mx - want
+    local times = read_key("LRANGE", queue_rate_key(), from, mx - 1)
+    local inside = 0
+    for _, t in ipairs(times) do
+      if tonumber(t) + per > now then inside = inside + 1 end
+    end
+    local budget = want - inside
+    if budget < allow then
+      allow, bound = budget, "r"
+      -- the next claim waits for the entry at index mx - budget - 1 to age out
+      local t = times[(mx - budget - 1) - from + 1]
+      at = t and tonumber(t) + per or now + per
+    end
+  end
+  return allow, bound, at
+end
+
+-- Write ``taken`` claims against the queue-wide rate.
+local function record_queue_claims(taken, now)
+  if taken == 0 or not (OPT.rate_max and OPT.rate_per) then return end
+  local times = {}
+  for i = 1, math.min(taken, OPT.rate_max) do times[i] = now end
+  local key = queue_rate_key()
+  redis.call("LPUSH", key, unpack(times))
+  redis.call("LTRIM", key, 0, OPT.rate_max - 1)
+  redis.call("PEXPIRE", key, OPT.rate_per)
 end
 
 -- Count a lane's delayed jobs (for max_waiting): +1 entering, -1 leaving.

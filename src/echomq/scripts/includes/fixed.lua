@@ -70,7 +70,8 @@ local OPT
 do
   local s = redis.call("HMGET", K_SETTINGS, "max_stalls", "keep_completed_ms", "keep_completed",
     "keep_dead_ms", "keep_dead", "max_attempts", "backoff_base_ms", "backoff_factor",
-    "backoff_cap_ms", "backoff_jitter", "event_stream_length")
+    "backoff_cap_ms", "backoff_jitter", "event_stream_length", "concurrency", "rate_max",
+    "rate_per_ms")
   OPT = {
     max_stalls = tonumber(s[1] or ARGV[2]),
     keep_completed_ms = tonumber(s[2] or ARGV[3]),
@@ -80,6 +81,10 @@ do
     max_attempts = tonumber(s[6]),
     backoff = s[7] and {tonumber(s[7]), tonumber(s[8]), tonumber(s[9]), tonumber(s[10])},
     event_stream_length = tonumber(s[11] or 10000),  -- settings.DEFAULT_EVENT_STREAM_LENGTH
+    -- queue-wide limits (includes/controls.lua "Queue-wide limits"): stored only
+    concurrency = tonumber(s[12]),
+    rate_max = tonumber(s[13]),
+    rate_per = tonumber(s[14]),
   }
 end
 
