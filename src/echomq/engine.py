@@ -145,12 +145,26 @@ def _jobs(reply: Sequence[Sequence[str]]) -> list[Job]:
     return [Job.from_hash(entry[0], _fields_after_id(entry)) for entry in reply]
 
 
-def _claimed(reply: Sequence[Any]) -> list[Job]:
-    """Jobs from claim.lua's reply: deadline, claim time, then one row per job."""
+class Claimed(list[Job]):
+    """The jobs a claim leased, in claim order (a plain list of Job), and, when it
+    leased none, ``retry_in``: seconds until the server's clock alone lets a lane
+    or the queue serve again (a throttle, a lane's or the queue's rate window),
+    None when only an event can (an add, a freed slot, a resume)."""
+
+    retry_in: float | None = None
+
+
+def _claimed(reply: Sequence[Any]) -> Claimed:
+    """Jobs from claim.lua's reply: deadline, claim time, then one row per job;
+    or "wait", when, now when none could be claimed yet."""
     if not reply:
-        return []
+        return Claimed()
+    if reply[0] in ("wait", b"wait"):
+        empty = Claimed()
+        empty.retry_in = max(0, int(reply[1]) - int(reply[2])) / 1000
+        return empty
     deadline, claimed_at = ms_to_datetime(str(reply[0])), ms_to_datetime(str(reply[1]))
-    return [Job.from_claim(row, deadline, claimed_at) for row in reply[2:]]
+    return Claimed(Job.from_claim(row, deadline, claimed_at) for row in reply[2:])
 
 
 def _check_code(reply: Any, detail: str) -> Any:
@@ -341,7 +355,7 @@ class Engine:
         return self._parse_add(reply)[0]
 
     # -- claiming and finishing --------------------------------------------
-    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Call[list[Job]]:
+    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Call[Claimed]:
         """Lease up to ``n`` jobs in rotation order; never blocks, may return []."""
         check_int("claim n", n, 1, MAX_CLAIM)
         return self._script("claim", _claimed, str(n), _lease_ms(lease))

@@ -7,7 +7,7 @@ from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.call import Call
 from echomq.connection import AsyncClient
-from echomq.engine import AddOptions, Engine, JobOptions, NewJob, Wake
+from echomq.engine import AddOptions, Claimed, Engine, JobOptions, NewJob, Wake
 from echomq.events import Event
 from echomq.job import Job
 from echomq.sending import AsyncSender
@@ -122,10 +122,11 @@ class Queue(QueueShell[AsyncSender]):
 
     async def wait_and_claim(
         self, worker_id: str, timeout: float, n: int, lease: float
-    ) -> tuple[Wake, list[Job]]:
+    ) -> tuple[Wake, Claimed]:
         """Block up to ``timeout`` seconds on the doorbell and worker ``worker_id``'s
         stop bell, then claim up to ``n`` jobs (one round trip on a single server):
-        what woke the wait (None: the timeout), and the claimed jobs."""
+        what woke the wait (None: the timeout), and the claimed jobs (with
+        ``retry_in`` when none could be claimed yet: engine.Claimed)."""
         await self.client()
         wait = self.engine.wait_for_ring(worker_id, timeout, self.sender.longest_block())
         return await self.sender.send_after(wait, self.engine.claim(n, lease))

@@ -14,6 +14,8 @@ import redis
 from echomq import Queue, SyncQueue, Worker
 from echomq.job import Job
 from echomq.keys import QueueKeys
+from echomq.worker.fetcher import Fetcher
+from echomq.worker.maintenance import Maintenance
 from integration.test_lane_controls import groups, one_by_one, running, total_calls, wait_until
 
 
@@ -228,3 +230,48 @@ async def test_an_idle_worker_wakes_when_the_rate_window_ends(aq: Queue) -> None
         await wait_until(lambda: _true(len(starts) == 4))
     gap = starts[2] - starts[0]
     assert 0.9 <= gap < 3.0, gap
+
+
+# -- the claim reply says when --------------------------------------------------
+
+
+def test_an_empty_claim_says_when_the_clock_frees_a_lane(sq: SyncQueue) -> None:
+    sq.add_many([{"name": "j", "group": g} for g in "pcc"])
+    sq.set_lane("p", paused=True)
+    sq.set_lane("c", concurrency=1)
+    [job] = sq.claim(5)
+    assert job.group == "c"
+    none = sq.claim(5)  # paused and capped lanes wait for events (resume, freed slot)
+    assert none == [] and none.retry_in is None
+    sq.add("j", group="t")
+    sq.throttle("t", 0.8)
+    empty = sq.claim(5)
+    assert empty == [] and empty.retry_in is not None and 0.5 < empty.retry_in <= 0.8
+
+
+def test_an_empty_claim_says_when_the_queue_rate_window_ends(sq: SyncQueue) -> None:
+    sq.configure(rate=(1, 0.7))
+    sq.add_many([{"name": "j"}] * 2)
+    assert len(sq.claim(5)) == 1
+    empty = sq.claim(5)
+    assert empty == [] and empty.retry_in is not None and 0.4 < empty.retry_in <= 0.7
+    sq.configure(concurrency=1, rate=None)
+    capped = sq.claim(5)
+    assert capped == [] and capped.retry_in is None
+
+
+async def test_the_fetcher_sleeps_until_the_time_the_claim_said(aq: Queue) -> None:
+    """No maintenance timer runs here and its period is 10 s: the wait ends
+    when the throttle does, because the empty claim said when."""
+    await aq.add("w", group="t")
+    await aq.throttle("t", 0.8)
+    fetcher = Fetcher(aq, lease=30.0, maintenance=Maintenance(aq, 10.0), worker_id="w1")
+    assert await fetcher.claim(1) == []
+    started = time.monotonic()
+    waits, jobs = 0, list[Job]()
+    while not jobs and waits < 5:  # the add's ring is still there: one wait ends at once
+        jobs = await fetcher.wait_and_claim(1)
+        waits += 1
+    waited = time.monotonic() - started
+    assert [j.group for j in jobs] == ["t"]
+    assert waits <= 2 and 0.4 <= waited < 3.0, (waits, waited)

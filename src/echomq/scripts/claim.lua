@@ -10,7 +10,10 @@
 -- ARGV[7]     n: most jobs to claim (>= 1)
 -- ARGV[8]     lease_ms: lease length
 --
--- Returns: {} when nothing is waiting or the queue is paused, else
+-- Returns: {} when nothing is waiting or the queue is paused;
+--          {"wait", ms, now ms} when nothing could be claimed and the clock
+--          alone makes something claimable at ms (a parked lane's throttle or
+--          rate window, the queue-wide rate window ends); else
 --          {lease deadline (ms), claim time (ms), job1, job2, ...} in claim
 --          order, each job {id, then the fields lease() reads below, in
 --          that order} (Job.from_claim reads them), nil where a field is
@@ -409,5 +412,13 @@ for lane, count in pairs(served) do
 end
 flush_waiting()
 flush_events()
-if #out == 2 then return {} end
+if #out == 2 then
+  -- nothing claimed: say when the clock alone lets a lane or the queue serve
+  -- again (a parked lane's throttle or rate window, the queue-wide rate
+  -- window), so an idle worker sleeps until then or a ring (worker/fetcher.py)
+  local at = tonumber(next_lane_wake())
+  if queue_bound == "r" and queue_at and (not at or queue_at < at) then at = queue_at end
+  if at then return {"wait", fmt(at), claimed_at} end
+  return {}
+end
 return out

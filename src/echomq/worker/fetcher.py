@@ -31,6 +31,14 @@ returns at once, and the worker releases whatever the claim brought.
 
 Delayed jobs need no timer here: maintenance runs at the next fire time and
 its promotion rings the doorbell.
+
+Lane and queue controls: a claim that finds every backlogged lane ineligible
+(paused, capped, throttled, over a rate) or the queue at its queue-wide limit
+says when the server's clock alone lets something be served again (a
+throttle's end, a rate window's end: ``Claimed.retry_in``). The next wait
+ends then at the latest, and its pipelined claim puts the lanes whose time
+came back into the ring itself. A freed slot, a resume or a changed control
+rings the doorbell, so those wake a worker at once.
 """
 
 from __future__ import annotations
@@ -45,6 +53,9 @@ from echomq.worker.resilience import TRANSIENT
 
 log = logging.getLogger("echomq.worker")
 
+#: added to a claim's retry_in before waking for it (the BLPOP timeout is rounded to ms)
+RETRY_MARGIN = 0.005
+
 
 class Fetcher:
     """Claims jobs for the worker's free slots; waits for work when the queue is dry."""
@@ -58,10 +69,13 @@ class Fetcher:
         self._worker_id = worker_id
         self.idle = False  # True while blocked on the doorbell
         self._rung = True  # the last wait ended by a ring (start: know nothing yet)
+        self._retry_in: float | None = None  # the last empty claim's retry_in
 
     async def claim(self, free: int) -> list[Job]:
         """Claim up to ``free`` jobs."""
-        return await self._queue.claim(free, self._lease)
+        jobs = await self._queue.claim(free, self._lease)
+        self._retry_in = jobs.retry_in
+        return jobs
 
     async def wait_and_claim(self, free: int) -> list[Job]:
         """Wait for the doorbell (or one maintenance interval, or this worker's stop
@@ -79,14 +93,20 @@ class Fetcher:
         self._rung = False
         # delayed jobs need no timeout here: maintenance promotes them at their
         # fire time and the promotion rings the doorbell
+        # a lane or the queue that the clock alone frees (the last claim said
+        # when) bounds the wait; a little after, so the server's clock has passed it
+        timeout = self._maintenance.interval
+        if self._retry_in is not None:
+            timeout = min(timeout, self._retry_in + RETRY_MARGIN)
         self.idle = True
         try:
             woke_by, jobs = await self._queue.wait_and_claim(
-                self._worker_id, self._maintenance.interval, free, self._lease
+                self._worker_id, timeout, free, self._lease
             )
         finally:
             self.idle = False
         self._rung = woke_by == "ring"
+        self._retry_in = jobs.retry_in
         if len(jobs) == free and woke_by != "stop":
             try:
                 await self._queue.ring()
