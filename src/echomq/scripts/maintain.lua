@@ -1,7 +1,8 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
 -- promote due delayed jobs, return expired leases, prune finished jobs and
--- expired wait() entries, go on with a renumbering of the arrival counter,
--- each at most a fixed budget per call (includes/time.lua, retention.lua,
+-- expired wait() entries, sweep ended lane throttles, go on with a
+-- renumbering of the arrival counter, each at most a fixed budget per call
+-- (includes/time.lua, retention.lua, controls.lua,
 -- renumber.lua); a next_fire or next_deadline at or before now_ms says more
 -- is due at once.
 --
@@ -32,6 +33,7 @@ local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.kee
 local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
 for _, lane in ipairs(woken) do plan_recheck(lane) end
 local renumber_step = read_renumber(#due.ids)
+local sweep = read_sweep(now)  -- throttles that have ended (includes/controls.lua)
 local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
 local reaped, freed = reap(expired, now)
@@ -41,6 +43,7 @@ flush_events()
 prune_waiters(now)
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
+apply_sweep(sweep)
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
 -- a parked lane whose throttle or rate window ends counts as a fire time: the
 -- worker runs maintenance then, which puts the lane back and rings the doorbell

@@ -12,6 +12,7 @@
 --   vt   the virtual tail: the lane last placed at the ring's tail (joined,
 --        moved there at the end of its turn, or parked)
 --   np   how many lanes are parked
+--   sw   the cursor of the sweep of ended throttles (maintenance)
 -- K_LANEWAKE: parked lane -> the time (ms) its throttle or rate window ends.
 -- K_GONE: a lane that left the ring while lanes were parked -> the lane
 --   before it (so an anchor that left still leads to the right place);
@@ -230,6 +231,39 @@ local function recheck(lane, now)
     redis.call("ZREM", K_LANEWAKE, lane)
   end
   return false
+end
+
+-- Lanes that leave. A lane's explicit controls (c:, r:, p:, m:, its weight)
+-- are settings and stay until changed; its counters (a:, d:) go at zero, its
+-- rate list expires after the window, its ring bookkeeping (k:, gone) goes
+-- when it comes back or no lane is parked. A throttle (t:) is not a setting
+-- but a moment: once it has passed it means nothing, and a lane that never
+-- comes back would keep it forever. Maintenance sweeps them: each run looks
+-- at about SWEEP_BUDGET fields of K_LANECTL (HSCAN from the cursor kept in
+-- the field "sw") and deletes the throttles that have ended.
+local SWEEP_BUDGET = 100
+
+-- Read phase of the sweep: the fields of this step.
+local function read_sweep(now)
+  local cursor = redis.call("HGET", K_LANECTL, "sw") or "0"
+  local reply = redis.call("HSCAN", K_LANECTL, cursor, "MATCH", "t:*", "COUNT", SWEEP_BUDGET)
+  local ended, found = {}, reply[2]
+  for i = 1, #found, 2 do
+    if tonumber(found[i + 1]) <= now then ended[#ended + 1] = found[i] end
+  end
+  return {cursor = reply[1], ended = ended}
+end
+
+-- Write phase of the sweep: delete the ended throttles, keep the cursor.
+-- Returns how many were deleted.
+local function apply_sweep(plan)
+  if #plan.ended > 0 then call_chunked("HDEL", K_LANECTL, plan.ended, 1) end
+  if plan.cursor == "0" then
+    redis.call("HDEL", K_LANECTL, "sw")
+  else
+    redis.call("HSET", K_LANECTL, "sw", plan.cursor)
+  end
+  return #plan.ended
 end
 
 -- The earliest time (ms) a parked lane can be served by the clock alone, or nil.
