@@ -2,9 +2,12 @@
 
 Three tenants share one queue: acme (weight 3), globex (weight 2) and
 initech (weight 1). Each gets the same number of jobs, mostly tier-1
-"report" jobs with some tier-0 "alert" jobs added after them. Producers add
-while a Worker drains; one progress bar per lane shows the 3 : 2 : 1
-rotation live. At the end two tables show the server's claim counts while
+"report" jobs with some tier-0 "alert" jobs added after them. A fourth
+tenant, umbrella, is capped (``set_lane(concurrency=1)``): at most one of its
+jobs runs at a time, and while it runs the rotation passes umbrella over
+without disturbing the others. Producers add while a Worker drains; one
+progress bar per lane shows the 3 : 2 : 1 rotation live. At the end two
+tables show the server's claim counts while
 all three lanes were backlogged (the measured share against the share the
 weights promise) and the first claims in order (alerts before earlier
 reports within a lane, lanes taking turns across).
@@ -35,6 +38,9 @@ from echomq.queue import Queue
 
 #: (group, weight) of the demo's lanes, in the order they join the ring.
 LANES: tuple[tuple[str, int], ...] = (("acme", 3), ("globex", 2), ("initech", 1))
+#: the capped lane shown next to the weighted ones: (group, concurrency cap).
+CAPPED: tuple[str, int] = ("umbrella", 1)
+CAPPED_SHARE = 30  # the capped lane gets one job per 30 of the weighted lanes
 ALERT_EVERY = 5  # one job in five is a tier-0 alert
 FIRST_CLAIMS = 20
 
@@ -65,6 +71,7 @@ class DemoRun:
     """
 
     per_lane: int
+    capped_jobs: int = 0
     claims: list[Claim] = field(default_factory=list)
     added: dict[str, int] = field(default_factory=_per_lane)
     claimed: dict[str, int] = field(default_factory=_per_lane)
@@ -72,21 +79,32 @@ class DemoRun:
     window: dict[str, int] = field(default_factory=_per_lane)
     window_open: bool = True
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    capped_running: int = 0  # the capped lane's jobs running now (the handler's count)
+    capped_most: int = 0  # the most of them that ever ran at once
+    capped_done: int = 0
 
     @property
     def total(self) -> int:
-        return self.per_lane * len(LANES)
+        return self.per_lane * len(LANES) + self.capped_jobs
 
     def record_claim(self, claim: Claim) -> None:
         self.claims.append(claim)
+        if claim.group == CAPPED[0]:
+            self.capped_running += 1
+            self.capped_most = max(self.capped_most, self.capped_running)
+            return
         self.claimed[claim.group] += 1
         if self.window_open:
             self.window[claim.group] += 1
             self.window_open = self.claimed[claim.group] < self.added[claim.group]
 
     def record_done(self, group: str) -> None:
-        self.done[group] += 1
-        if sum(self.done.values()) >= self.total:
+        if group == CAPPED[0]:
+            self.capped_running -= 1
+            self.capped_done += 1
+        else:
+            self.done[group] += 1
+        if sum(self.done.values()) + self.capped_done >= self.total:
             self.finished.set()
 
 
@@ -151,42 +169,66 @@ def new_progress() -> Progress:
         TextColumn("{task.description:<18}"),
         BarColumn(bar_width=40),
         MofNCompleteColumn(),
-        TextColumn("share {task.fields[share]:>6}  (weight {task.fields[wshare]})"),
+        TextColumn("share {task.fields[share]:>6}  ({task.fields[note]})"),
         console=console,
         transient=False,
     )
 
 
 async def prepare(queue: Queue, run: DemoRun) -> int:
-    """Set the weights and add the first batch; returns how many jobs per lane it added."""
+    """Set the weights and the cap, add the first batch and all the capped lane's
+    jobs; returns how many jobs per weighted lane it added."""
     for group, weight in LANES:
         await queue.set_weight(group, weight)
+    await queue.set_lane(CAPPED[0], concurrency=CAPPED[1])
     first = max(1, run.per_lane * 2 // 5)
     # only two alerts per lane in the first batch, so the first claims show both tiers
     await queue.add_many([job for g, _ in LANES for job in lane_jobs(g, first, 0, alerts=2)])
     for group, _ in LANES:
         run.added[group] += first
+    await queue.add_many(
+        [
+            {"name": "report", "data": {"n": i}, "priority": 1, "group": CAPPED[0]}
+            for i in range(run.capped_jobs)
+        ]
+    )
     return first
 
 
 def lane_bars(progress: Progress, per_lane: int) -> dict[str, TaskID]:
     weight_total = sum(w for _, w in LANES)
-    return {
+    bars = {
         g: progress.add_task(
-            f"{g} (weight {w})", total=per_lane, share="–", wshare=percent(w, weight_total)
+            f"{g} (weight {w})",
+            total=per_lane,
+            share="–",
+            note=f"weight {percent(w, weight_total)}",
         )
         for g, w in LANES
     }
+    return bars
+
+
+def capped_bar(progress: Progress, jobs: int) -> TaskID:
+    group, cap = CAPPED
+    return progress.add_task(
+        f"{group} (cap {cap})", total=jobs, share="–", note=f"at most {cap} at once"
+    )
 
 
 async def run_demo(
-    url: str | None, per_lane: int, concurrency: int, work: float, queue_name: str
+    url: str | None,
+    per_lane: int,
+    concurrency: int,
+    work: float,
+    queue_name: str,
+    capped_jobs: int = 3,
 ) -> tuple[DemoRun, float, str]:
     """Produce, work and watch until every job is done (or Ctrl-C); always drop the queue."""
     from echomq.worker import Worker
 
     queue = Queue(queue_name, url, keep_completed=0, keep_completed_age=0)
-    run = DemoRun(per_lane)
+    run = DemoRun(per_lane, capped_jobs)
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupted.set)
@@ -194,6 +236,7 @@ async def run_demo(
         first = await prepare(queue, run)
         with new_progress() as progress:
             bars = lane_bars(progress, per_lane)
+            bars[CAPPED[0]] = capped_bar(progress, capped_jobs)
             handler = make_handler(run, progress, bars, work)
             worker = Worker(queue, {"report": handler, "alert": handler}, concurrency=concurrency)
             started = time.perf_counter()
@@ -243,6 +286,12 @@ def share_table(run: DemoRun) -> Table:
     return table
 
 
+def lane_label(group: str, weights: dict[str, int]) -> str:
+    if group == CAPPED[0]:
+        return f"{group} (cap {CAPPED[1]})"
+    return f"{group} (w{weights[group]})"
+
+
 def claims_table(claims: Sequence[Claim]) -> Table:
     weights = dict(LANES)
     table = Table()
@@ -252,7 +301,9 @@ def claims_table(claims: Sequence[Claim]) -> Table:
         style = "bold" if c.tier == 0 else ""
         table.add_row(
             str(i),
-            f"{c.group} (w{weights.get(c.group, 1)})",
+            f"{c.group} (cap {CAPPED[1]})"
+            if c.group == CAPPED[0]
+            else f"{c.group} (w{weights[c.group]})",
             c.name,
             str(c.tier),
             str(c.counter),
@@ -292,6 +343,11 @@ def print_report(run: DemoRun, elapsed: float, server: str, queue_name: str) -> 
         share_table(run),
         "While every lane has waiting jobs, the ring serves each lane up to its weight per "
         "turn, so each gets weight / Σ weights of the claims.",
+        f"{CAPPED[0]} (concurrency {CAPPED[1]}): {run.capped_done} jobs, at most "
+        f"{run.capped_most} running at once. While its job ran, the rotation passed it over "
+        "(a turn with no claim)",
+        "and it kept its place in the ring; the weighted lanes' shares are unchanged "
+        "(echomq lane NAME --concurrency K).",
         "",
         f"The first {min(FIRST_CLAIMS, len(run.claims))} claims, in the order their "
         "handlers started:",
@@ -302,7 +358,8 @@ def print_report(run: DemoRun, elapsed: float, server: str, queue_name: str) -> 
         "because the tier sits above the counter in the score (try: echomq score compare 0 "
         "200 1 1).",
         "",
-        f"{run.total} jobs in {elapsed:.1f} s ({run.total / elapsed:.0f} jobs/s) on {server}; "
+        f"{run.per_lane * len(LANES)} jobs in {elapsed:.1f} s on the weighted lanes and "
+        f"{run.capped_jobs} on {CAPPED[0]} ({run.total / elapsed:.0f} jobs/s) on {server}; "
         f"queue {queue_name} deleted.",
     ]
     if server.startswith("the embedded Valkey"):
@@ -326,7 +383,8 @@ def print_report(run: DemoRun, elapsed: float, server: str, queue_name: str) -> 
     type=click.IntRange(30, 1_000_000),
     default=1500,
     show_default=True,
-    help="Jobs in all, split evenly over the three lanes.",
+    help="Jobs of the weighted lanes, split evenly over the three; the capped lane "
+    "gets one more job per 30 (at least 3).",
 )
 @click.option(
     "--concurrency",
@@ -365,8 +423,13 @@ def demo(total: int, concurrency: int, work: float, url: str | None) -> None:
     queue_name = f"demo-{secrets.token_hex(4)}"
     lanes = ", ".join(f"{g} (weight {w})" for g, w in LANES)
     console.print(f"[bold]echomq demo[/] on queue {queue_name}: lanes {lanes}")
-    console.print("Every fifth job is a tier-0 alert, the rest are tier-1 reports.")
+    console.print(
+        f"Every fifth job is a tier-0 alert, the rest are tier-1 reports; "
+        f"lane {CAPPED[0]} is capped at {CAPPED[1]} running job."
+    )
+    per_lane = total // len(LANES)
+    capped_jobs = max(3, total // CAPPED_SHARE)
     run, elapsed, server = asyncio.run(
-        run_demo(url, total // len(LANES), concurrency, work, queue_name)
+        run_demo(url, per_lane, concurrency, work, queue_name, capped_jobs)
     )
     print_report(run, elapsed, server, queue_name)
