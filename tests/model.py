@@ -116,6 +116,12 @@ class OrderModel:
         self.parked: dict[Group, Group] = {}  # parked lane -> its anchor
         self.gone: dict[Group, Group] = {}  # lane that left while lanes were parked -> pred
         self.vt: Group | _Unset = UNSET  # the lane last placed at the ring's tail
+        # queue-wide limits (configure): a cap on all active jobs, and a rate
+        # counted like a lane's (claims since it was set, a window longer than
+        # any example)
+        self.queue_cap: int | None = None
+        self.queue_rate: int | None = None
+        self.queue_rate_claims = 0
 
     # -- operations --------------------------------------------------------
     def add(
@@ -156,6 +162,22 @@ class OrderModel:
         elif paused is False:
             self.lane_paused.discard(group)
         self._recheck(group)
+
+    def configure(
+        self, *, concurrency: int | _Unset | None = UNSET, rate: int | _Unset | None = UNSET
+    ) -> None:
+        """The queue-wide cap and rate (None removes one); a set rate starts afresh.
+        They stop claims, never park a lane nor change the ring."""
+        if not isinstance(concurrency, _Unset):
+            self.queue_cap = concurrency
+        if not isinstance(rate, _Unset):
+            self.queue_rate = rate
+            self.queue_rate_claims = 0
+
+    def _queue_allows(self) -> bool:
+        if self.queue_cap is not None and len(self.active) >= self.queue_cap:
+            return False
+        return self.queue_rate is None or self.queue_rate_claims < self.queue_rate
 
     def change(self, job_id: str, tier: int, group: Group) -> None:
         """Move a waiting or delayed job to another tier and lane, keeping its arrival."""
@@ -211,10 +233,11 @@ class OrderModel:
         for group in freed:
             self._recheck(group)
         claimed: list[str] = []
-        while not self.paused and len(claimed) < n:
+        while not self.paused and len(claimed) < n and self._queue_allows():
             job_id = self._claim_one()
             if job_id is None:
                 break
+            self.queue_rate_claims += 1
             self.active[job_id] = deadline
             self.jobs[job_id].attempts += 1
             claimed.append(job_id)

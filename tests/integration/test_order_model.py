@@ -148,13 +148,19 @@ class SetRate:
 
 
 @dataclass(frozen=True)
+class SetQueueLimits:
+    cap: int | None  # queue-wide concurrency (configure); None removes it
+    most: int | None  # queue-wide claims per RATE_WINDOW; None removes it
+
+
+@dataclass(frozen=True)
 class PauseLane:
     group: Group
     paused: bool
 
 
 Outcome = Complete | Fail | Release
-Control = SetCap | PauseLane | Change | SetRate
+Control = SetCap | PauseLane | Change | SetRate | SetQueueLimits
 RATE_WINDOW = 3600.0
 Op = (
     Add
@@ -203,6 +209,9 @@ set_caps = st.builds(SetCap, groups, st.sampled_from([None, 1, 1, 2, 3]))
 pause_lanes = st.builds(PauseLane, groups, st.booleans())
 changes = st.builds(Change, st.integers(0, 7), tiers, groups)
 set_rates = st.builds(SetRate, groups, st.sampled_from([None, 1, 2, 4]))
+set_queue_limits = st.builds(
+    SetQueueLimits, st.sampled_from([None, 1, 2, 3, 5]), st.sampled_from([None, None, 2, 4, 7])
+)
 retry_deads = st.builds(RetryDead, st.lists(st.integers(0, 30), min_size=1, max_size=4).map(tuple))
 
 
@@ -337,11 +346,16 @@ class Lockstep:
                 self.outcome(op)
             case Pause() | Resume() | RetryDead():
                 self.control(op)
-            case SetCap() | PauseLane() | Change() | SetRate():
+            case SetCap() | PauseLane() | Change() | SetRate() | SetQueueLimits():
                 self.lane_control(op)
 
     def lane_control(self, op: Control) -> None:
         match op:
+            case SetQueueLimits(cap, most):
+                self.queue.configure(
+                    concurrency=cap, rate=None if most is None else (most, RATE_WINDOW)
+                )
+                self.model.configure(concurrency=cap, rate=most)
             case SetRate(group, most):
                 self.queue.set_lane(group, rate=None if most is None else (most, RATE_WINDOW))
                 self.model.set_lane(group, rate=most)
@@ -496,6 +510,8 @@ class Lockstep:
             self.apply(SetCap(group, None))
             self.apply(PauseLane(group, False))
             self.apply(SetRate(group, None))
+        if self.model.queue_cap is not None or self.model.queue_rate is not None:
+            self.apply(SetQueueLimits(None, None))
         while self.claim(7):
             pass
         assert self.model.waiting() == 0
@@ -774,6 +790,53 @@ def test_caps_and_paused_lanes_follow_the_model(
 ) -> None:
     """Lanes at their cap or paused are passed over and come back at their place
     in the ring's cyclic order (docs/ordering.md); every claim equals the model's."""
+    for ordering in ORDERINGS:
+        with fresh_queue(client, queue_name, ordering, max_stalls=1) as queue:
+            Lockstep(queue, OrderModel(ordering, max_stalls=1)).run(program)
+
+
+@PROFILE
+@given(
+    program=programs(
+        set_queue_limits,
+        set_queue_limits,
+        adds(),
+        add_manys(adds()),
+        set_caps,
+        pause_lanes,
+        set_rates,
+        adds(ANY_DELAY),
+        claims,
+        claims,
+        stalls,
+        completes,
+        completes,
+        fails,
+        releases,
+        removes,
+        min_size=8,
+        max_size=30,
+    )
+)
+@example(
+    program=[
+        SetWeight("a", 3),
+        SetQueueLimits(2, None),
+        lane_jobs("a", "a", "a", "a", "b", "b"),
+        Claim(5),
+        Claim(5),
+        Complete(0),
+        Claim(5),
+        SetQueueLimits(None, 3),
+        Claim(7),
+    ]
+)
+def test_queue_wide_limits_follow_the_model(
+    client: connection.SyncClient, queue_name: str, program: list[Op]
+) -> None:
+    """The queue-wide concurrency and rate stop a claim where they are reached,
+    leave the ring and the turn as the claims made leave them, and combine with
+    the lane controls (docs/ordering.md "Queue-wide limits")."""
     for ordering in ORDERINGS:
         with fresh_queue(client, queue_name, ordering, max_stalls=1) as queue:
             Lockstep(queue, OrderModel(ordering, max_stalls=1)).run(program)

@@ -8,7 +8,9 @@
 --
 -- Returns: the settings hash after the change, as field, value pairs.
 -- @include fixed
+-- @include keys
 
+read_key("EXISTS", queue_rate_key())  -- read before write: a changed rate drops it
 local set, unset = {}, {}
 for i = 7, #ARGV, 2 do
   if ARGV[i + 1] == "" then
@@ -21,7 +23,11 @@ end
 if #unset > 0 then redis.call("HDEL", K_SETTINGS, unpack(unset)) end
 if #set > 0 then redis.call("HSET", K_SETTINGS, unpack(set)) end
 -- a changed queue-wide limit may let claims through that were turned away:
--- forget why they were and ring the doorbell (includes/controls.lua)
+-- forget why they were and ring the doorbell (includes/controls.lua); a
+-- changed rate starts a fresh record of claim times, as a lane's does
+for i = 7, #ARGV, 2 do
+  if ARGV[i] == "rate_max" then redis.call("DEL", queue_rate_key()) end
+end
 for i = 7, #ARGV, 2 do
   if ARGV[i] == "concurrency" or ARGV[i] == "rate_max" then
     redis.call("HDEL", K_LANECTL, "qc", "qr")
