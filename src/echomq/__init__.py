@@ -12,6 +12,7 @@ from echomq.errors import (
     InvalidName,
     InvalidOption,
     InvalidPriority,
+    InvalidSchedule,
     InvalidScore,
     InvalidWeight,
     JobCancelled,
@@ -25,6 +26,7 @@ from echomq.errors import (
 from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.schedules import ScheduleInfo
 from echomq.sync import SyncQueue
 from echomq.tasks import SyncTask, Task
 
@@ -44,6 +46,7 @@ __all__ = [
     "InvalidName",
     "InvalidOption",
     "InvalidPriority",
+    "InvalidSchedule",
     "InvalidScore",
     "InvalidWeight",
     "Job",
@@ -59,6 +62,7 @@ __all__ = [
     "Queue",
     "QueueStats",
     "Retry",
+    "ScheduleInfo",
     "ServerError",
     "State",
     "SyncQueue",

@@ -64,6 +64,10 @@ class InvalidOption(InvalidInput):
     """Another option outside its allowed range (claim size, lease, retention, …)."""
 
 
+class InvalidSchedule(InvalidInput):
+    """A schedule's cron expression, time zone or interval is not valid."""
+
+
 class PayloadError(InvalidInput):
     """A payload that is not JSON-serialisable or exceeds the size limit."""
 

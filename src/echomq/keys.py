@@ -144,6 +144,21 @@ class QueueKeys:
         """zset: job ids a client waits on (``wait``), scored by the wait's deadline (ms)."""
         return self._part("waiters")
 
+    @property
+    def schedules(self) -> str:
+        """hash: schedule id → its definition (JSON: timing, job, revision)."""
+        return self._part("schedules")
+
+    @property
+    def fires(self) -> str:
+        """zset: schedule id → its next fire time (ms); a paused schedule is absent."""
+        return self._part("fires")
+
+    @property
+    def fired(self) -> str:
+        """hash: schedule id → its last fire (JSON: fire time, job id, skips, paused)."""
+        return self._part("fired")
+
     # data-dependent keys (built by includes/keys.lua on the server)
     def job(self, job_id: str) -> str:
         return self._part("job:" + job_id)
@@ -177,4 +192,7 @@ class QueueKeys:
             self.settings,
             self.events,
             self.waiters,
+            self.schedules,
+            self.fires,
+            self.fired,
         ]

@@ -11,7 +11,7 @@ from echomq.engine import AddOptions, Engine, JobOptions, NewJob, Wake
 from echomq.job import Job
 from echomq.sending import AsyncSender
 from echomq.sending.batching import AddBatcher
-from echomq.shell import QueueShell, sends_async
+from echomq.shell import QueueShell, sends_async, sends_steps_async
 from echomq.tasks import Task, TaskSettings, task_options
 
 P = ParamSpec("P")
@@ -71,7 +71,12 @@ class Queue(QueueShell[AsyncSender]):
     stats = sends_async(Engine.stats)
     pause = sends_async(Engine.pause)
     resume = sends_async(Engine.resume)
-    maintain = sends_async(Engine.maintain)
+    maintain = sends_steps_async(Engine.maintain)
+    schedule = sends_steps_async(Engine.schedule)
+    schedules = sends_async(Engine.schedules)
+    unschedule = sends_async(Engine.unschedule)
+    pause_schedule = sends_async(Engine.pause_schedule)
+    resume_schedule = sends_steps_async(Engine.resume_schedule)
     exists = sends_async(Engine.exists)
     ring = sends_async(Engine.ring)
     ring_stop_bell = sends_async(Engine.ring_stop_bell)

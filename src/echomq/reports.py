@@ -75,3 +75,8 @@ class MaintenanceReport:
     next_fire: datetime | None
     next_deadline: datetime | None
     server_time: datetime
+    #: jobs added by schedule fires in this pass, and fires that made no job
+    fired: int = 0
+    skipped: int = 0
+    #: the earliest next fire time of the queue's schedules after this pass
+    next_schedule: datetime | None = None

@@ -9,7 +9,7 @@ from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Engine
 from echomq.sending import SyncSender
-from echomq.shell import QueueShell, sends
+from echomq.shell import QueueShell, sends, sends_steps
 from echomq.tasks import SyncTask, TaskSettings, task_options
 
 P = ParamSpec("P")
@@ -52,7 +52,12 @@ class SyncQueue(QueueShell[SyncSender]):
     stats = sends(Engine.stats)
     pause = sends(Engine.pause)
     resume = sends(Engine.resume)
-    maintain = sends(Engine.maintain)
+    maintain = sends_steps(Engine.maintain)
+    schedule = sends_steps(Engine.schedule)
+    schedules = sends(Engine.schedules)
+    unschedule = sends(Engine.unschedule)
+    pause_schedule = sends(Engine.pause_schedule)
+    resume_schedule = sends_steps(Engine.resume_schedule)
     exists = sends(Engine.exists)
 
     cancel = sends(Engine.cancel)

@@ -39,6 +39,9 @@ def test_every_script_takes_the_fixed_keys_in_order() -> None:
         "settings",
         "events",
         "waiters",
+        "schedules",
+        "fires",
+        "fired",
     ]
     keys = QueueKeys("q")
     assert [k.rsplit(":", 1)[1] for k in keys.fixed()] == names

@@ -27,7 +27,7 @@ from echomq.errors import (
 )
 from echomq.job import Job, State
 from echomq.options import QueueOptions
-from echomq.reports import LaneInfo, QueueStats, TierCounts
+from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 
 MS = 1_700_000_000_000  # a server time in ms
 AT = datetime.fromtimestamp(MS / 1000, tz=UTC)
@@ -227,7 +227,9 @@ def test_stats_and_lanes(engine: Engine) -> None:
 
 
 def test_maintain_report(engine: Engine) -> None:
-    report = engine.maintain().parse([1, 2, 3, MS, -1, MS])
+    report = engine.maintain().parse([1, 2, 3, MS, -1, MS, -1, []])
+    assert isinstance(report, MaintenanceReport)
+    assert report.next_schedule is None and report.fired == 0
     assert (report.promoted, report.reaped, report.pruned) == (1, 2, 3)
     assert report.next_fire == AT and report.next_deadline is None and report.server_time == AT
 

@@ -35,6 +35,9 @@
 -- KEYS[13] settings   hash: the queue's stored settings (configure)
 -- KEYS[14] events     stream: the queue's capped event log
 -- KEYS[15] waiters    zset: id -> deadline (ms) of a client's wait() on that job
+-- KEYS[16] schedules  hash: schedule id -> definition (JSON, includes/schedules.lua)
+-- KEYS[17] fires      zset: schedule id -> next fire time (ms); paused schedules absent
+-- KEYS[18] fired      hash: schedule id -> last fire (JSON: fire time, job, skips, paused)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
 -- (echomq/scripts/__init__.py); adding a fixed key renames no script.
@@ -50,6 +53,7 @@ local K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_SETTINGS, K_EVENTS, K_WAITERS = KEYS[13], KEYS[14], KEYS[15]
+local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[16], KEYS[17], KEYS[18]
 
 local PREFIX = ARGV[1]
 local OPT = {
