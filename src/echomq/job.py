@@ -208,8 +208,8 @@ class Job:
         fields n d p g a m sc c e tb st k at pg cl x h si sf in that order (None = unset).
 
         Runs once per claimed job: positional, with no dict built."""
-        (job_id, name, data, tier, lane, attempts, max_attempts, score, created,
-         error, tb, stalls, key, at, progress, claims, expires, headers, *schedule) = row  # fmt: skip
+        (job_id, name, data, tier, lane, attempts, max_attempts, score, created, error,
+         tb, stalls, key, at, progress, claims, expires, headers, *schedule) = row  # fmt: skip
         return cls(
             id=job_id,
             name=name or "",

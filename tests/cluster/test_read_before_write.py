@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import SyncQueue
+from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
 from keyspace import give_unwritten_fixed_keys
@@ -169,7 +169,18 @@ def _waiting_ids(b: Busy, group: str | None) -> list[str]:
     return [j.id for j in b.q.jobs("waiting", group=group, count=10)]
 
 
+def _fire_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
+    """A due fire (built as maintenance would) whose job enters lane a: it moved."""
+    nxt = b.q.schedule("s", every=3600, name="x", group="a")
+    assert nxt is not None
+    at = round(nxt.timestamp() * 1000)
+    fire = ["s", "1", str(at), str(at + 3_600_000), ids.new_id(), ""]
+    call = b.q.engine._fire_schedules(b.q.maintain(), [fire], 1)
+    return call, b.q.engine.keys.lane("a")
+
+
 SCENARIOS: dict[str, Scenario] = {
+    "fire_schedules": _fire_into_moved_lane,
     # a new job's hash is not on the source while the slot migrates
     "add": lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), ""),
     # claim(5) pops a a, then would lease the second job of lane a: its hash moved

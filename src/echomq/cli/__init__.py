@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "resume": "echomq.cli.queues:resume",
     "score": "echomq.cli.score:score",
     "dead": "echomq.cli.dead:dead",
+    "schedules": "echomq.cli.schedules:schedules",
     "server": "echomq.cli.server:server",
     "dashboard": "echomq.cli.dashboard:dashboard",
 }

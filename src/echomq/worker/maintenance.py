@@ -5,7 +5,8 @@ expired leases, prune finished jobs past retention), so any number of
 workers can run it at the same time; it also fires the queue's due
 schedules (each fire a compare-and-set, so racing workers add one job per
 fire time). It runs once per ``interval`` and also at the fire time of the
-next delayed job or schedule: its report says when that is, in server time, and :class:`Maintenance` turns it into a relative offset on the
+next delayed job or schedule: its report says when that is, in server
+time, and :class:`Maintenance` turns it into a relative offset on the
 local monotonic clock (no wall clock is compared with the server's). The
 promotion rings the queue's doorbell, so an idle worker starts the job at
 once. (A blocked BLPOP's own timeout would not do: servers check those on
