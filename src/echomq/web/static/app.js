@@ -194,6 +194,7 @@ function renderDetail(d) {
   Object.assign(totals.dataset, d.totals);
   renderLanes(d);
   renderTiers(d.tiers);
+  renderSchedules(d.schedules || []);
   drawChart($("chart"), d.throughput, d.interval);
   const last = d.rate;
   const rate = (x) => num(x >= 10 ? Math.round(x) : Math.round(x * 10) / 10);
@@ -273,6 +274,20 @@ function renderTiers(tiers) {
         el("span", { class: "k", text: `tier ${t.tier}` }), bar(t.count / max, "tier-bar"),
         el("span", { text: num(t.count) }))),
       lane.more ? el("div", { class: "muted small", text: "…and higher tiers" }) : null);
+  }));
+}
+
+// Every text comes from the server: set as text nodes by el(), never as HTML.
+function renderSchedules(schedules) {
+  $("no-schedules").hidden = schedules.length > 0;
+  setRows($("schedules").tBodies[0], schedules.map((s) => {
+    const timing = s.cron !== null ? (s.tz === "UTC" ? s.cron : `${s.cron} (${s.tz})`) : `every ${s.every}s`;
+    const outcome = (s.last_outcome || "–") + (s.skipped ? ` (${s.skipped} skipped, last: ${s.last_skip})` : "");
+    return el("tr", { dataset: { schedule: s.id } },
+      el("td", { text: s.id }), el("td", { text: timing }), el("td", { text: s.name }),
+      el("td", { text: s.group === null ? "(default)" : s.group }),
+      el("td", { text: s.paused ? "paused" : when(s.next_fire) }),
+      el("td", { text: when(s.last_fire) }), el("td", { text: outcome }));
   }));
 }
 
