@@ -42,3 +42,5 @@ def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     client.hset(keys.schedules, "placeholder", never.encode())
     client.zadd(keys.fires, {"placeholder": 2**52})
     client.hset(keys.fired, "placeholder", "{}")
+    client.zadd(keys.blocked, {"job_placeholder": 1})
+    client.zadd(keys.releasing, {"job_placeholder": 2**52})

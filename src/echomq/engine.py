@@ -23,14 +23,23 @@ from echomq.call import Call
 from echomq.errors import (
     SCRIPT_ERRORS,
     EchoMQError,
+    InvalidDependency,
     InvalidOption,
     InvalidSchedule,
     JobCancelled,
+    JobNotFound,
     LeaseLost,
     OrderingMismatch,
     raise_for_code,
 )
-from echomq.job import LISTED_STATES, Job, State, encode_payload, ms_to_datetime
+from echomq.job import (
+    LISTED_STATES,
+    Job,
+    State,
+    decode_payload,
+    encode_payload,
+    ms_to_datetime,
+)
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
 from echomq.options import (
     DEFAULT_DURABLE_TIMEOUT,
@@ -94,6 +103,7 @@ class JobOptions(TypedDict, total=False):
     key: str | None
     expires: float | None
     headers: Mapping[str, str] | None
+    depends_on: Sequence[str] | None
 
 
 class AddOptions(JobOptions, total=False):
@@ -112,6 +122,32 @@ class NewJob:
 
     id: str
     values: list[str | int] = field(default_factory=list)
+
+
+#: script return code → exception, the other way round (errors.SCRIPT_ERRORS).
+SCRIPT_CODES = {exc: code for code, exc in SCRIPT_ERRORS.items()}
+#: the most jobs one job may depend on.
+MAX_DEPENDENCIES = 1000
+
+
+def _dependencies(depends_on: object, job_id: str) -> str:
+    """``depends_on`` checked (ids, at most MAX_DEPENDENCIES, not the job itself)
+    and encoded as add.lua's JSON array text, duplicates dropped."""
+    if isinstance(depends_on, str) or not isinstance(depends_on, Sequence):
+        raise InvalidDependency(f"depends_on {depends_on!r:.200} must be a list of job ids")
+    if not 1 <= len(depends_on) <= MAX_DEPENDENCIES:
+        raise InvalidDependency(
+            f"depends_on has {len(depends_on)} ids; allowed 1 … {MAX_DEPENDENCIES}"
+        )
+    unique = list(dict.fromkeys(depends_on))
+    for dep in unique:
+        try:
+            ids.parse_id(dep)
+        except EchoMQError as exc:
+            raise InvalidDependency(f"depends_on: {exc}") from None
+        if dep == job_id:
+            raise InvalidDependency(f"job {job_id} cannot depend on itself")
+    return orjson.dumps(unique).decode()
 
 
 def _ms(raw: Any) -> datetime | None:
@@ -243,6 +279,10 @@ class Engine:
         expires, headers = options.get("expires"), options.get("headers")
         payload = encode_payload(data, limit=self.options.max_payload)
         job_id = job_id or ids.new_id()
+        depends_on = options.get("depends_on")
+        deps = "" if depends_on is None else _dependencies(depends_on, job_id)
+        if deps and (delay is not None or run_at is not None):
+            raise InvalidOption("give depends_on or delay/run_at, not both")
         return NewJob(
             job_id,
             [
@@ -257,6 +297,7 @@ class Engine:
                 "" if key is None else check_key(key),
                 -1 if expires is None else expires_ms(expires),
                 "" if headers is None else encode_headers(headers),
+                deps,
             ],
         )
 
@@ -310,6 +351,12 @@ class Engine:
         )
 
     def _parse_add(self, reply: Any) -> list[str]:
+        if reply and isinstance(reply, list) and reply[0] == SCRIPT_CODES[JobNotFound]:
+            dep, state = str(reply[1]), str(reply[2])
+            why = "is dead" if state == "dead" else "does not exist (never added, or pruned)"
+            raise InvalidDependency(
+                f"depends_on job {dep!r} {why} in queue {self.queue!r}; nothing was added"
+            )
         if isinstance(reply, int):
             raise OrderingMismatch(
                 f"queue {self.queue!r} exists with another ordering than "
@@ -498,6 +545,8 @@ class Engine:
             report = MaintenanceReport(
                 int(r[0]), int(r[1]), int(r[2]), _ms(r[3]), _ms(r[4]), now, 0, 0, _ms(r[6])
             )
+            if len(r) > 9:
+                report = replace(report, released=int(r[8]), releasing=int(r[9]))
             due = r[7]
             fires = fires_to_make(due, int(r[5]))
             if not fires:
@@ -662,6 +711,23 @@ class Engine:
     ) -> Call[Any]:
         return self._script("scheduleControl", parse, action, *args)
 
+    # -- dependencies ------------------------------------------------------------
+    def dependency_results(self, job_id: str) -> Call[dict[str, Any]]:
+        """The results of the jobs ``job_id`` was added to depend on (depends_on), by
+        id: a job not completed (or removed, or pruned by retention) maps to None.
+        A handler calls it with its own job's id. JobNotFound for an unknown id."""
+        ids.parse_id(job_id)
+
+        def parse(reply: Any) -> dict[str, Any]:
+            if reply == SCRIPT_CODES[JobNotFound]:
+                raise JobNotFound(f"no job {job_id!r} in queue {self.queue!r}")
+            return {
+                str(reply[i]): decode_payload(reply[i + 1]) if reply[i + 1] else None
+                for i in range(0, len(reply), 2)
+            }
+
+        return self._script("dependencyResults", parse, job_id)
+
     # -- the worker's doorbell ------------------------------------------------
     def wait_for_ring(self, worker_id: str, timeout: float, longest: float) -> Call[Wake]:
         """Block up to ``timeout`` seconds (at most ``longest``, the sender's bound
@@ -735,7 +801,9 @@ class Engine:
 
     def _parse_stats(self, reply: Any) -> QueueStats:
         c, flat = reply[0], reply[1]
-        counts = {name: int(c[i]) for i, name in enumerate(LISTED_STATES)}
+        # stats.lua counts the first six states in order, then blocked at index 10
+        counts = {name: int(c[i]) for i, name in enumerate(LISTED_STATES[:6])}
+        counts[State.BLOCKED.value] = int(c[10]) if len(c) > 10 else 0
         lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
         totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
         last = _ms(reply[4]) if reply[4] != "" else None

@@ -64,6 +64,11 @@ class InvalidOption(InvalidInput):
     """Another option outside its allowed range (claim size, lease, retention, …)."""
 
 
+class InvalidDependency(InvalidInput):
+    """A ``depends_on`` that is malformed, too long, or names a job that does not
+    exist in the queue (never added, or pruned) or is dead."""
+
+
 class InvalidSchedule(InvalidInput):
     """A schedule's cron expression, time zone or interval is not valid."""
 

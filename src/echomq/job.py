@@ -32,6 +32,7 @@ class State(StrEnum):
     ACTIVE = "active"
     COMPLETED = "completed"
     DEAD = "dead"
+    BLOCKED = "blocked"  # waiting for its dependencies to complete (depends_on)
 
 
 #: every state's name, in the order of ``State`` (stats.lua counts them in this order).
@@ -146,6 +147,7 @@ class Job:
     expires_at: datetime | None = None  # not started by then (server clock): dead, never run
     headers: dict[str, str] | None = None  # small metadata set at add, e.g. trace context
     cancelled: bool = False  # a worker's heartbeat learnt that cancel() took this job
+    dependencies: list[str] | None = None  # depends_on: the jobs it waited for
     schedule_id: str | None = None  # the schedule whose fire added this job
     fire_time: datetime | None = None  # that fire's time (server clock)
     # set by the worker while a handler runs this job (see set_progress)
@@ -196,6 +198,7 @@ class Job:
             claimed_at=ms_to_datetime(get("ca")),
             expires_at=ms_to_datetime(get("x")),
             headers=decode_payload(get("h")),
+            dependencies=decode_payload(get("dd")),
             schedule_id=get("si") or None,
             fire_time=ms_to_datetime(get("sf")),
         )

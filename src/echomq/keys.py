@@ -159,6 +159,17 @@ class QueueKeys:
         """hash: schedule id → its last fire (JSON: fire time, job id, skips, paused)."""
         return self._part("fired")
 
+    @property
+    def blocked(self) -> str:
+        """zset: jobs waiting for their dependencies, scored by the time they were added."""
+        return self._part("blocked")
+
+    @property
+    def releasing(self) -> str:
+        """zset: completed jobs whose dependents are still being released (in bounded
+        steps), scored by completion time."""
+        return self._part("releasing")
+
     # data-dependent keys (built by includes/keys.lua on the server)
     def job(self, job_id: str) -> str:
         return self._part("job:" + job_id)
@@ -168,6 +179,10 @@ class QueueKeys:
 
     def idem(self, key: str) -> str:
         return self._part("idem:" + key)
+
+    def dependents(self, job_id: str) -> str:
+        """set: the blocked jobs that wait for ``job_id`` to complete."""
+        return self._part("dependents:" + job_id)
 
     def stop_bell(self, worker_id: str) -> str:
         """list: pushed once by a stopping worker to end its own doorbell wait
@@ -195,4 +210,6 @@ class QueueKeys:
             self.schedules,
             self.fires,
             self.fired,
+            self.blocked,
+            self.releasing,
         ]

@@ -44,6 +44,8 @@ class Queue(QueueShell[AsyncSender]):
         its own outcome (echomq.sending.batching)."""
         durable = options.pop("durable", None)
         job = self.engine.new_job(name, data, **cast(JobOptions, options))
+        if options.get("depends_on") is not None:  # alone: a bad dependency refuses only it
+            return (await self._add_batch([job], durable))[0]
         return await self._adds.submit(job, durable)
 
     async def _add_batch(self, jobs: Sequence[NewJob], durable: bool | None) -> list[str]:
@@ -81,6 +83,7 @@ class Queue(QueueShell[AsyncSender]):
     ring = sends_async(Engine.ring)
     ring_stop_bell = sends_async(Engine.ring_stop_bell)
     cancel = sends_async(Engine.cancel)
+    dependency_results = sends_async(Engine.dependency_results)
 
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...

@@ -80,3 +80,7 @@ class MaintenanceReport:
     skipped: int = 0
     #: the earliest next fire time of the queue's schedules after this pass
     next_schedule: datetime | None = None
+    #: blocked jobs this pass released, and completed jobs whose dependents are
+    #: still to be released (more than one pass's budget: run again at once)
+    released: int = 0
+    releasing: int = 0

@@ -61,6 +61,7 @@ class SyncQueue(QueueShell[SyncSender]):
     exists = sends(Engine.exists)
 
     cancel = sends(Engine.cancel)
+    dependency_results = sends(Engine.dependency_results)
 
     @overload
     def task(self, fn: Callable[P, R], /) -> SyncTask[P, R]: ...

@@ -9,18 +9,22 @@
 --              delay_ms (-1 = none), run_at_ms (-1 = none), max_attempts,
 --              idempotency key ("" = none), expires_in_ms (-1 = never;
 --              stored as the server time it expires at), headers (JSON
---              object text, "" = none)]
+--              object text, "" = none), depends_on (JSON array of job
+--              ids, "" = none: see includes/dependencies.lua)]
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
 --          idempotency key is still alive; a job whose id exists already is
 --          left as it is: a client's retry after a lost reply, e.g. in a
 --          failover, must not add or reset it twice), or
---          E_ORDERING (-3) if the queue exists with the other ordering.
+--          E_ORDERING (-3) if the queue exists with the other ordering, or
+--          {E_NOT_FOUND (-1), id, state} if a dependency is unknown ("") or
+--          dead (nothing is written then).
 -- @include fixed
 -- @include keys
 -- @include clock
 -- @include lanes
 -- @include format
+-- @include dependencies
 
 local requested = ARGV[7]
 local stored = redis.call("HGET", K_META, "o")
@@ -34,6 +38,7 @@ local jobs = cjson.decode(ARGV[8])
 local ids = {}
 local key_owner, created_ids = {}, {}   -- what earlier jobs of this batch create
 local lanes = {}
+local blocked_on = {}  -- job index -> its pending dependencies
 for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
   local existing = nil
@@ -51,6 +56,19 @@ for i, job in ipairs(jobs) do
     ids[i] = existing
   else
     ids[i] = false   -- created below
+    if job[12] ~= "" then
+      -- its dependencies: pending ones (not completed yet) block it
+      local pending = {}
+      for _, dep in ipairs(cjson.decode(job[12])) do
+        local state = created_ids[dep] and "waiting" or read_key("HGET", job_key(dep), "s")
+        if not state or state == "dead" then return {E_NOT_FOUND, dep, state or ""} end
+        if state ~= "completed" then
+          pending[#pending + 1] = dep
+          read_key("EXISTS", dependents_key(dep))
+        end
+      end
+      blocked_on[i] = pending
+    end
     created_ids[id] = true
     if key ~= "" then key_owner[key] = id end
     read_lane(lanes, job[5])
@@ -84,7 +102,19 @@ for i, job in ipairs(jobs) do
     if job[11] ~= "" then
       fields[n + 1], fields[n + 2], n = "h", job[11], n + 2
     end
-    if fire > now then
+    if job[12] ~= "" then
+      fields[n + 1], fields[n + 2], n = "dd", job[12], n + 2
+    end
+    local pending = blocked_on[i]
+    if pending and #pending > 0 then
+      fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "blocked", "dp", #pending
+      redis.call("HSET", job_key(id), unpack(fields))
+      redis.call("ZADD", K_BLOCKED, created_at, id)
+      for _, dep in ipairs(pending) do
+        redis.call("SADD", dependents_key(dep), id)
+        redis.call("HSET", job_key(dep), "dn", "1")  -- it has dependents: see completeMany
+      end
+    elseif fire > now then
       local at = fmt(fire)
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "delayed", "at", at
       ring_if_earliest(fire)

@@ -1,5 +1,6 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
--- promote due delayed jobs, return expired leases, prune finished jobs, each
+-- promote due delayed jobs, return expired leases, prune finished jobs,
+-- release the dependents of completed jobs (includes/dependencies.lua), each
 -- at most a fixed budget per call (includes/time.lua, retention.lua); a
 -- next_fire or next_deadline at or before now_ms says more is due at once.
 -- It also reads (never fires) the schedules that are due, at most
@@ -11,22 +12,28 @@
 -- ARGV[7]     the most due schedules to return
 --
 -- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms,
---           earliest schedule fire ms or -1, {id, fire ms, definition JSON, ...} due}
+--           earliest schedule fire ms or -1, {id, fire ms, definition JSON, ...} due,
+--           dependents released, completed jobs with dependents still to release}
 -- @include fixed
 -- @include keys
 -- @include clock
 -- @include lanes
 -- @include retention
 -- @include time
+-- @include dependencies
 
 local now = now_ms()
 -- read everything this call will touch before its first write
 local due = read_due(now)
 local expired = read_expired(now, true)  -- plans the dead set's pruning too
 local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+-- completed jobs with dependents left to release (more than one call's budget)
+local releasing = redis.call("ZRANGEBYSCORE", K_RELEASING, "-inf", fmt(now), "LIMIT", 0, 100)
+local releases = read_releases(releasing, RELEASE_BUDGET, {})
 local promoted = promote(due)
 local reaped = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
+local released = apply_releases(releases, now)
 flush_waiting()
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
@@ -41,5 +48,6 @@ if ns[2] and tonumber(ns[2]) <= now then
     due_schedules[#due_schedules + 1] = redis.call("HGET", K_SCHEDULES, due[i]) or ""
   end
 end
+local more_releases = redis.call("ZCOUNT", K_RELEASING, "-inf", fmt(now))
 return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now),
-  ns[2] and fmt(tonumber(ns[2])) or "-1", due_schedules}
+  ns[2] and fmt(tonumber(ns[2])) or "-1", due_schedules, released, more_releases}

@@ -26,7 +26,7 @@ if f[1] == "waiting" and redis.call("ZREM", lk, id) == 1 then
   waiting_delta = waiting_delta - 1
   if lane_size == 1 then leave_ring(f[2]) end
 end
-for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD}) do
+for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD, K_BLOCKED}) do
   redis.call("ZREM", zkey, id)
 end
 drop_job(id, idem)

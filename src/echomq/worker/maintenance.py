@@ -94,6 +94,8 @@ class Maintenance:
         deadline = None if report is None else report.next_deadline
         if report is not None and deadline is not None and deadline <= report.server_time:
             return 0.0
+        if report is not None and report.releasing:  # dependents left to release
+            return 0.0
         fire_in = self.next_fire_in()
         due_in = self.due_in()
         return due_in if fire_in is None else min(due_in, fire_in + FIRE_MARGIN)

@@ -38,6 +38,9 @@
 -- KEYS[16] schedules  hash: schedule id -> definition (JSON, includes/schedules.lua)
 -- KEYS[17] fires      zset: schedule id -> next fire time (ms); paused schedules absent
 -- KEYS[18] fired      hash: schedule id -> last fire (JSON: fire time, job, skips, paused)
+-- KEYS[19] blocked    zset: id -> time added (ms), jobs waiting for their dependencies
+-- KEYS[20] releasing  zset: id -> completion time (ms), completed jobs whose
+--                      dependents are still being released (includes/dependencies.lua)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
 -- (echomq/scripts/__init__.py); adding a fixed key renames no script.
@@ -54,6 +57,7 @@ local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KE
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_SETTINGS, K_EVENTS, K_WAITERS = KEYS[13], KEYS[14], KEYS[15]
 local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[16], KEYS[17], KEYS[18]
+local K_BLOCKED, K_RELEASING = KEYS[19], KEYS[20]
 
 local PREFIX = ARGV[1]
 local OPT = {
