@@ -33,6 +33,7 @@ def test_queue_list_counts_and_discovery(
         "active": 1,
         "completed": 0,
         "dead": 0,
+        "blocked": 0,
     }
     assert row["totals"]["added"] == 3
     assert row["ordering"] == "composite"
