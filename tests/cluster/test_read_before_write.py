@@ -179,7 +179,14 @@ def _fire_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
     return call, b.q.engine.keys.lane("a")
 
 
+def _release_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
+    """Completing a job releases its blocked dependent into lane a: it moved."""
+    b.q.add("child", group="a", depends_on=[b.active[0].id])
+    return b.q.engine.complete_many([(b.active[0], 1)]), b.q.engine.keys.lane("a")
+
+
 SCENARIOS: dict[str, Scenario] = {
+    "complete_releases": _release_into_moved_lane,
     "fire_schedules": _fire_into_moved_lane,
     # a new job's hash is not on the source while the slot migrates
     "add": lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), ""),

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 import redis
 
-from echomq import InvalidDependency, InvalidOption, Queue, State, SyncQueue, ids
+from echomq import InvalidDependency, InvalidOption, Job, Queue, State, SyncQueue, Worker, ids
 from keyspace import keyspace
 
 pytestmark = pytest.mark.timeout(120)
@@ -143,3 +143,32 @@ def test_removing_a_blocked_job(sq: SyncQueue) -> None:
     assert sq.stats().counts["blocked"] == 0
     finish(sq, 1)  # completing a releases nothing: b is gone
     assert sq.stats().counts["waiting"] == 0
+
+
+async def test_a_worker_runs_a_graph_and_reads_dependency_results(aq: Queue) -> None:
+    seen: list[str] = []
+    merged: list[dict[str, object]] = []
+
+    async def part(job: Job) -> int:
+        seen.append(job.id)
+        return int(job.data) * 10
+
+    async def merge(job: Job) -> None:
+        merged.append(await aq.dependency_results(job.id))
+
+    a, b = await aq.add("part", 1), await aq.add("part", 2)
+    c = await aq.add("merge", depends_on=[a, b])
+    worker = Worker(aq, {"part": part, "merge": merge}, concurrency=4)
+    task = asyncio.create_task(worker.run(install_signals=False))
+    try:
+        deadline = asyncio.get_running_loop().time() + 15
+        while not merged:
+            assert asyncio.get_running_loop().time() < deadline, "merge never ran"
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop(immediate=True)
+        await asyncio.wait_for(task, 15)
+    assert sorted(seen) == sorted([a, b])
+    assert merged == [{a: 10, b: 20}]
+    done = await aq.get(c)
+    assert done is not None and done.state is State.COMPLETED
