@@ -80,7 +80,8 @@ class MaintenanceReport:
     skipped: int = 0
     #: the earliest next fire time of the queue's schedules after this pass
     next_schedule: datetime | None = None
-    #: blocked jobs this pass released, and completed jobs whose dependents are
-    #: still to be released (more than one pass's budget: run again at once)
+    #: steps this pass took for blocked jobs (a dependency completed for one, or
+    #: it went dead with a dependency), and finished jobs whose dependents are
+    #: still to be handled (more than one pass's budget: run again at once)
     released: int = 0
     releasing: int = 0

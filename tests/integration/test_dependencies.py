@@ -172,3 +172,50 @@ async def test_a_worker_runs_a_graph_and_reads_dependency_results(aq: Queue) -> 
     assert merged == [{a: 10, b: 20}]
     done = await aq.get(c)
     assert done is not None and done.state is State.COMPLETED
+
+
+def test_a_dead_dependency_sends_its_dependents_to_dead_in_cascade(sq: SyncQueue) -> None:
+    a = sq.add("a", max_attempts=1)
+    b = sq.add("b")
+    c = sq.add("c", depends_on=[a, b])
+    d = sq.add("d", depends_on=[c])  # c's own dependent: the death passes on
+    [job] = [j for j in sq.claim(2) if j.id == a]
+    sq.fail(job, "boom", retry=False)
+    for _ in range(3):  # one step per generation, each a bounded maintenance call
+        sq.maintain()
+    dead_c, dead_d = sq.get(c), sq.get(d)
+    assert dead_c is not None and dead_c.state is State.DEAD
+    assert dead_c.error == f"dependency {a} died before it completed"
+    assert dead_d is not None and dead_d.state is State.DEAD
+    assert dead_d.error == f"dependency {c} died before it completed"
+    assert sq.stats().counts["blocked"] == 0
+    assert state(sq, b) is State.ACTIVE  # the other dependency is untouched
+
+
+def test_a_removed_dependency_sends_its_dependents_to_dead(sq: SyncQueue) -> None:
+    a = sq.add("a")
+    b = sq.add("b", depends_on=[a])
+    assert sq.remove(a)
+    sq.maintain()
+    job = sq.get(b)
+    assert job is not None and job.state is State.DEAD
+    assert job.error == f"dependency {a} was removed before it completed"
+
+
+def test_a_dependency_retried_from_dead_in_time_keeps_its_dependents(sq: SyncQueue) -> None:
+    a = sq.add("a", max_attempts=1)
+    b = sq.add("b", depends_on=[a])
+    [job] = sq.claim(1)
+    sq.fail(job, "boom", retry=False)
+    assert sq.retry_dead([a]) == [a]  # before maintenance handled the death
+    sq.maintain()
+    assert state(sq, b) is State.BLOCKED
+    finish(sq, 1)
+    assert state(sq, b) is State.WAITING
+
+
+def test_cancel_of_a_blocked_job(sq: SyncQueue) -> None:
+    a = sq.add("a")
+    b = sq.add("b", depends_on=[a])
+    assert sq.cancel(b) is True
+    assert sq.get(b) is None and sq.stats().counts["blocked"] == 0

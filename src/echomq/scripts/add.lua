@@ -24,7 +24,6 @@
 -- @include clock
 -- @include lanes
 -- @include format
--- @include dependencies
 
 local requested = ARGV[7]
 local stored = redis.call("HGET", K_META, "o")

@@ -30,7 +30,7 @@ if not jk then
   if done then return {done[1], done[1] == "failed" and done[4] or done[3]} end
   return key_or_err
 end
-local f = read_key("HMGET", jk, "a", "m")
+local f = read_key("HMGET", jk, "a", "m", "dn")
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
 local victims = {}
 if not retry then
@@ -53,4 +53,5 @@ redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
 expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
+orphan_dependents(id, f[3], now)
 return {"dead", fmt(now)}

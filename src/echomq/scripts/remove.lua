@@ -14,7 +14,7 @@
 
 local id = ARGV[7]
 -- read phase: the job, its lane and its idempotency key
-local f = read_key("HMGET", job_key(id), "s", "g")
+local f = read_key("HMGET", job_key(id), "s", "g", "dn")
 if not f[1] then return 0 end
 f[2] = f[2] or ""  -- the default lane is not stored
 local lk = lane_key(f[2])
@@ -30,5 +30,7 @@ for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD, K_B
   redis.call("ZREM", zkey, id)
 end
 drop_job(id, idem)
+-- a completed job's dependents were released (or are being released) already
+if f[1] ~= "completed" then orphan_dependents(id, f[3], now_ms()) end
 flush_waiting()
 return 1
