@@ -147,6 +147,7 @@ def test_schedules_panel_lists_schedules_as_text(
     assert "0 3 * * * (Europe/Berlin)" in nightly and "<img src=x onerror=1>" in nightly
     assert page.locator("#schedules img").count() == 0
     assert "paused" in (page.text_content('#schedules tr[data-schedule="beat"]') or "")
+    assert page.text_content('.card[data-state="blocked"] .value') == "0"
 
 
 def test_change_a_weight_with_the_token(
