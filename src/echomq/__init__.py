@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from echomq.control import Retry, Unrecoverable, current_job
 from echomq.errors import (
+    DependencyFailed,
     EchoMQError,
     FormatTooNew,
     InvalidDelay,
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backoff",
+    "DependencyFailed",
     "EchoMQError",
     "FormatTooNew",
     "InvalidDelay",

@@ -22,6 +22,7 @@ from echomq import ids, storage
 from echomq.call import Call
 from echomq.errors import (
     SCRIPT_ERRORS,
+    DependencyFailed,
     EchoMQError,
     InvalidDependency,
     InvalidOption,
@@ -104,6 +105,7 @@ class JobOptions(TypedDict, total=False):
     expires: float | None
     headers: Mapping[str, str] | None
     depends_on: Sequence[str] | None
+    on_dependency_failure: Literal["dead", "run"] | None
 
 
 class AddOptions(JobOptions, total=False):
@@ -283,6 +285,9 @@ class Engine:
         deps = "" if depends_on is None else _dependencies(depends_on, job_id)
         if deps and (delay is not None or run_at is not None):
             raise InvalidOption("give depends_on or delay/run_at, not both")
+        policy = options.get("on_dependency_failure")
+        if policy not in (None, "dead", "run"):
+            raise InvalidOption(f"on_dependency_failure {policy!r} must be 'dead' or 'run'")
         return NewJob(
             job_id,
             [
@@ -298,6 +303,7 @@ class Engine:
                 -1 if expires is None else expires_ms(expires),
                 "" if headers is None else encode_headers(headers),
                 deps,
+                "run" if policy == "run" and deps else "",
             ],
         )
 
@@ -714,16 +720,28 @@ class Engine:
     # -- dependencies ------------------------------------------------------------
     def dependency_results(self, job_id: str) -> Call[dict[str, Any]]:
         """The results of the jobs ``job_id`` was added to depend on (depends_on), by
-        id: a job not completed (or removed, or pruned by retention) maps to None.
-        A handler calls it with its own job's id. JobNotFound for an unknown id."""
+        id, in depends_on order. A dependency that did not complete maps to a
+        DependencyFailed (a value, not raised: a job added with
+        ``on_dependency_failure="run"`` runs anyway and sees it; retention may
+        also have pruned a completed one). A handler calls it with its own
+        job's id. JobNotFound for an unknown id."""
         ids.parse_id(job_id)
+
+        def one(dep: str, state: str, result: str, error: str) -> Any:
+            if state == State.COMPLETED:
+                return decode_payload(result)
+            if state == State.DEAD:
+                return DependencyFailed(f"dependency {dep} died: {error}")
+            if not state:
+                return DependencyFailed(f"dependency {dep} was removed (or pruned)")
+            return DependencyFailed(f"dependency {dep} has not completed (it is {state})")
 
         def parse(reply: Any) -> dict[str, Any]:
             if reply == SCRIPT_CODES[JobNotFound]:
                 raise JobNotFound(f"no job {job_id!r} in queue {self.queue!r}")
             return {
-                str(reply[i]): decode_payload(reply[i + 1]) if reply[i + 1] else None
-                for i in range(0, len(reply), 2)
+                str(reply[i]): one(*(str(x) for x in reply[i : i + 4]))
+                for i in range(0, len(reply), 4)
             }
 
         return self._script("dependencyResults", parse, job_id)

@@ -69,6 +69,12 @@ class InvalidDependency(InvalidInput):
     exist in the queue (never added, or pruned) or is dead."""
 
 
+class DependencyFailed(EchoMQError):
+    """A dependency that did not complete (it died, or was removed or pruned), as
+    ``dependency_results`` reports it to a job added with
+    ``on_dependency_failure="run"`` (a value in the mapping, not raised)."""
+
+
 class InvalidSchedule(InvalidInput):
     """A schedule's cron expression, time zone or interval is not valid."""
 

@@ -9,7 +9,17 @@ import asyncio
 import pytest
 import redis
 
-from echomq import InvalidDependency, InvalidOption, Job, Queue, State, SyncQueue, Worker, ids
+from echomq import (
+    DependencyFailed,
+    InvalidDependency,
+    InvalidOption,
+    Job,
+    Queue,
+    State,
+    SyncQueue,
+    Worker,
+    ids,
+)
 from keyspace import keyspace
 
 pytestmark = pytest.mark.timeout(120)
@@ -219,3 +229,20 @@ def test_cancel_of_a_blocked_job(sq: SyncQueue) -> None:
     b = sq.add("b", depends_on=[a])
     assert sq.cancel(b) is True
     assert sq.get(b) is None and sq.stats().counts["blocked"] == 0
+
+
+def test_run_anyway_sees_the_failed_dependency(sq: SyncQueue) -> None:
+    a = sq.add("a", max_attempts=1)
+    b = sq.add("b")
+    c = sq.add("c", depends_on=[a, b], on_dependency_failure="run")
+    with pytest.raises(InvalidOption, match="on_dependency_failure"):
+        sq.add("x", depends_on=[b], on_dependency_failure="maybe")  # type: ignore[arg-type]
+    jobs = {j.id: j for j in sq.claim(2)}
+    sq.fail(jobs[a], "boom", retry=False)
+    sq.maintain()
+    assert state(sq, c) is State.BLOCKED  # b has not completed yet
+    sq.complete(jobs[b], "B")
+    assert state(sq, c) is State.WAITING
+    results = sq.dependency_results(c)
+    assert results[b] == "B"
+    assert isinstance(results[a], DependencyFailed) and "boom" in str(results[a])

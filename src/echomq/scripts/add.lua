@@ -10,7 +10,8 @@
 --              idempotency key ("" = none), expires_in_ms (-1 = never;
 --              stored as the server time it expires at), headers (JSON
 --              object text, "" = none), depends_on (JSON array of job
---              ids, "" = none: see includes/dependencies.lua)]
+--              ids, "" = none: see includes/dependencies.lua),
+--              "run" to run anyway when a dependency fails ("" = go dead)]
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
 --          idempotency key is still alive; a job whose id exists already is
@@ -103,6 +104,9 @@ for i, job in ipairs(jobs) do
     end
     if job[12] ~= "" then
       fields[n + 1], fields[n + 2], n = "dd", job[12], n + 2
+    end
+    if job[13] ~= "" then
+      fields[n + 1], fields[n + 2], n = "df", job[13], n + 2
     end
     local pending = blocked_on[i]
     if pending and #pending > 0 then

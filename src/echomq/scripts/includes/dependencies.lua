@@ -6,7 +6,9 @@
 -- A completion releases the dependents: each one's dp goes down by one, and
 -- at 0 it enters its lane as a new arrival. A dependency that dies or is
 -- removed (orphan_dependents, includes/retention.lua) sends them to dead,
--- naming it; a dependent that dies so passes it on to its own dependents.
+-- naming it (a dependent added with on_dependency_failure="run", field df,
+-- counts it as done instead and runs, seeing the failure in its dependency
+-- results); a dependent that dies so passes it on to its own dependents.
 --
 -- Work is bounded: at most RELEASE_BUDGET dependents per maintenance call,
 -- and per completing call RELEASE_BUDGET plus one per job it completes (work
@@ -40,7 +42,7 @@ local function read_releases(entries, budget, lanes)
     if why ~= "alive" and size > 0 and left > 0 then
       members = read_key("SRANDMEMBER", dk, math.min(left, size))
       for i, id in ipairs(members) do
-        local f = read_key("HMGET", job_key(id), "s", "dp", "p", "g", "k", "dn")
+        local f = read_key("HMGET", job_key(id), "s", "dp", "p", "g", "k", "dn", "df")
         if why and f[5] then read_key("EXISTS", idem_key(f[5])) end
         read_lane(lanes, f[4])
         fields[i] = f
@@ -79,7 +81,7 @@ local function apply_releases(plan, now)
       local f = entry.fields[i]
       if f[1] == "blocked" then
         done = done + 1
-        if entry.why then
+        if entry.why and f[7] ~= "run" then
           kill_dependent(id, f, entry.parent, entry.why, now)
         elseif redis.call("HINCRBY", job_key(id), "dp", -1) <= 0 then
           order = order or ordering()
