@@ -107,6 +107,8 @@ def queue_state(node: PrivateServer, queue: str, *, asking: bool = False) -> dic
                 value = ask("LRANGE", key, 0, -1)
             elif kind == "stream":
                 value = ask("XRANGE", key, "-", "+")
+            elif kind == "set":  # a job's dependents
+                value = sorted(ask("SMEMBERS", key))
             else:
                 value = ask("GET", key)
             state[key] = (kind, value, ask("PTTL", key) > 0)
