@@ -24,6 +24,7 @@ from echomq.errors import (
     OrderingMismatch,
     PayloadError,
     ServerError,
+    WaitTimeout,
 )
 from echomq.job import Job, State
 from echomq.options import Backoff
@@ -74,6 +75,7 @@ __all__ = [
     "Task",
     "TierCounts",
     "Unrecoverable",
+    "WaitTimeout",
     "Worker",
     "__version__",
     "current_job",

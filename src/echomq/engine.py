@@ -18,7 +18,7 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 import orjson
 
-from echomq import ids, storage
+from echomq import ids, settings, storage
 from echomq.call import Call
 from echomq.errors import (
     SCRIPT_ERRORS,
@@ -89,6 +89,13 @@ MIN_BLOCK = 0.002
 #: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
 #: traceback and progress, and cuts the error to this many bytes on the server.
 SUMMARY_ERROR_BYTES = 1024
+#: fail.lua's retry delay that stands for "the queue's backoff" (computed by the script).
+BACKOFF_DELAY = -2
+#: the longest wait() (seconds): a day.
+MAX_WAIT = 86_400.0
+#: a wait's entry on the server outlives the client's own timeout by this much
+#: (ms), so a job that finishes as the client's time runs out still wakes it.
+WAIT_SLACK_MS = 1000
 #: extendMany.lua's code for a lease that cancel() took (errors.JobCancelled).
 E_CANCELLED = next(code for code, exc in SCRIPT_ERRORS.items() if exc is JobCancelled)
 
@@ -239,7 +246,15 @@ class Engine:
         self.durable_timeout = check_durable_timeout(durable_timeout)
         self._fixed = self.keys.fixed()
         self._block = [self.keys.prefix, *options.script_block()]
-        self._default_attempts = options.max_attempts
+        # a job given no max_attempts carries -n: the stored setting, else n (add.lua)
+        self._default_attempts = -options.max_attempts
+        backoff = options.backoff
+        self._backoff_args = [
+            str(round(backoff.base * 1000)),
+            repr(float(backoff.factor)),
+            str(round(backoff.cap * 1000)),
+            repr(float(backoff.jitter)),
+        ]
 
     def _script(self, name: str, parse: Callable[[Any], T], *args: str) -> Call[T]:
         return Call(parse=parse, script=script(name), keys=self._fixed, args=[*self._block, *args])
@@ -422,11 +437,17 @@ class Engine:
         retry: bool = True,
         retry_delay: float | None = None,
     ) -> Call[State]:
-        """Record a failed attempt; the reply is FAILED (retry scheduled) or DEAD."""
+        """Record a failed attempt; the reply is FAILED (retry scheduled) or DEAD.
+
+        ``retry_delay=None`` retries after the queue's backoff, computed by the
+        script: the stored setting, else this client's ``backoff`` option."""
         token = _lease_of(job)
-        if retry_delay is None:
-            retry_delay = self.options.backoff.delay(max(1, job.attempts))
-        delay = delay_ms(retry_delay) if retry else -1
+        if not retry:
+            delay = -1
+        elif retry_delay is None:
+            delay = BACKOFF_DELAY
+        else:
+            delay = delay_ms(retry_delay)
         error_text = bounded_text("error", error, MAX_ERROR_BYTES)
         tb_text = bounded_text("traceback", traceback or "", MAX_TRACEBACK_BYTES)
         detail = f"job {job.id}: fail refused"
@@ -437,7 +458,9 @@ class Engine:
                 job.run_at = _ms(reply[1])
             return state
 
-        return self._script("fail", parse, job.id, token, error_text, tb_text, str(delay))
+        return self._script(
+            "fail", parse, job.id, token, error_text, tb_text, str(delay), *self._backoff_args
+        )
 
     def extend(self, job: Job, lease: float = DEFAULT_LEASE) -> Call[datetime | None]:
         """Renew the lease for ``lease`` seconds from now; the reply is the new deadline."""
@@ -604,9 +627,9 @@ class Engine:
         makes no job while the previous fire's job is waiting, delayed,
         retrying or active. ``catch_up=False``: a fire reached late (more than
         one period or 60 s after its time) makes no job; by default fires missed
-        while no worker ran yield one catch-up job. ``max_attempts=None`` takes
-        this queue's default now. Raises InvalidSchedule (or the option's error)
-        before anything is written."""
+        while no worker ran yield one catch-up job. ``max_attempts=None``: the
+        queue's stored setting at each fire, else this client's default. Raises
+        InvalidSchedule (or the option's error) before anything is written."""
         check_schedule_id(schedule_id)
         timing = Timing.checked(cron, every, tz)
         check_job_name(name)
@@ -745,6 +768,46 @@ class Engine:
             }
 
         return self._script("dependencyResults", parse, job_id)
+
+    # -- settings on the server ----------------------------------------------
+    def configure(self, **changes: Unpack[settings.Settings]) -> Call[dict[str, Any]]:
+        """Store queue-wide settings on the server, obeyed by every client of the queue
+        (docs/settings.md): retention (``keep_completed``, ``keep_completed_age``,
+        ``keep_dead``, ``keep_dead_age``), ``backoff``, ``max_stalls``, the default
+        ``max_attempts``, ``event_stream_length`` (0: no events), and ``concurrency``
+        and ``rate`` (stored, not enforced yet). A later call changes only what it
+        names; None removes a stored value. Every value is checked first: one bad
+        value raises InvalidOption and nothing is written. The reply is every
+        stored setting after the change."""
+        args = settings.encode(changes)
+        return self._script("configure", lambda r: settings.decode(_pairs(r)), *args)
+
+    def settings(self) -> Call[dict[str, Any]]:
+        """The queue's stored settings by name (what nobody stored is left out: each
+        client's own options apply to it; see ``echomq.settings.defaults``)."""
+        return Call(
+            parse=lambda r: settings.decode(_pairs(r)), command=("HGETALL", self.keys.settings)
+        )
+
+    # -- waiting for a job ----------------------------------------------------
+    def watch(self, job_id: str, timeout: float) -> Call[Job | None]:
+        """Register a wait on ``job_id`` for ``timeout`` seconds (server clock), or read
+        the job at once: the reply is the Job if it is completed or dead, else None
+        (the wait is registered: the server publishes the id on the queue's done
+        channel when the job becomes final). JobNotFound for an unknown id.
+        ``Queue.wait`` subscribes first, then sends this (echomq.sending.waiters)."""
+        ids.parse_id(job_id)
+        seconds = check_seconds("wait timeout", timeout, 0.0, MAX_WAIT, open_low=False)
+        wait_ms = math.ceil(seconds * 1000) + WAIT_SLACK_MS
+        detail = f"job {job_id}: no such job to wait for"
+
+        def parse(reply: Any) -> Job | None:
+            _check_code(reply, detail)
+            if reply == 0:
+                return None
+            return Job.from_hash(job_id, _pairs(reply))
+
+        return self._script("wait", parse, job_id, str(wait_ms))
 
     # -- the worker's doorbell ------------------------------------------------
     def wait_for_ring(self, worker_id: str, timeout: float, longest: float) -> Call[Wake]:

@@ -15,6 +15,7 @@ The tree::
     ├── LeaseLost              complete/fail/extend by a worker that no longer holds the lease
     │   └── JobCancelled       the lease was taken by cancel() (the handler is stopped)
     ├── JobNotFound            no job with that id (or it was pruned)
+    ├── WaitTimeout            wait() ran out of time (also a TimeoutError)
     ├── OrderingMismatch       queue opened with another ordering than it was created with
     ├── FormatTooNew           queue stored in a newer format than this client knows
     ├── ServerError            the server could not be started or reached
@@ -93,6 +94,10 @@ class JobCancelled(LeaseLost):
 
 class JobNotFound(EchoMQError):
     """No job with that id exists (never added, removed, or pruned by retention)."""
+
+
+class WaitTimeout(EchoMQError, TimeoutError):
+    """``wait()`` ran out of time before the job was completed or dead."""
 
 
 class OrderingMismatch(EchoMQError):

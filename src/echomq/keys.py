@@ -170,6 +170,12 @@ class QueueKeys:
         steps), scored by completion time."""
         return self._part("releasing")
 
+    @property
+    def done_channel(self) -> str:
+        """shard channel (not a key): the ids of waited-on jobs that became final or
+        were deleted, published by the scripts (includes/retention.lua, "Waiters")."""
+        return self._part("done")
+
     # data-dependent keys (built by includes/keys.lua on the server)
     def job(self, job_id: str) -> str:
         return self._part("job:" + job_id)

@@ -97,6 +97,12 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
         "InvalidOption",
     ),
     ("jobs() page", "offset 0 … 10^9, count 1 … 10,000", "InvalidOption"),
+    ("wait timeout", "seconds 0 … 86,400 (a day), finite", "InvalidOption"),
+    (
+        "configure settings",
+        "each as in [settings](settings.md); one bad value refuses the whole call",
+        "InvalidOption",
+    ),
 )
 
 

@@ -11,6 +11,7 @@ from echomq.engine import AddOptions, Engine, JobOptions, NewJob, Wake
 from echomq.job import Job
 from echomq.sending import AsyncSender
 from echomq.sending.batching import AddBatcher
+from echomq.sending.waiters import AsyncWaits
 from echomq.shell import QueueShell, sends_async, sends_steps_async
 from echomq.tasks import Task, TaskSettings, task_options
 
@@ -30,7 +31,9 @@ class Queue(QueueShell[AsyncSender]):
 
     def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> AsyncSender:
         self._adds = AddBatcher(self._add_batch)
-        return AsyncSender(url, client, greeting)
+        sender = AsyncSender(url, client, greeting)
+        self._waits = AsyncWaits(sender, self.engine.keys.done_channel)
+        return sender
 
     async def client(self) -> AsyncClient:
         """The redis client, connecting (and starting the embedded server) on first use."""
@@ -84,6 +87,19 @@ class Queue(QueueShell[AsyncSender]):
     ring_stop_bell = sends_async(Engine.ring_stop_bell)
     cancel = sends_async(Engine.cancel)
     dependency_results = sends_async(Engine.dependency_results)
+    configure = sends_async(Engine.configure)
+    settings = sends_async(Engine.settings)
+
+    async def wait(self, job_id: str, timeout: float = 30.0) -> Job:
+        """The job as soon as it is completed or dead (at once if it already is),
+        woken by the server, not by polling (echomq.sending.waiters). Raises
+        WaitTimeout (also a TimeoutError) after ``timeout`` seconds, JobNotFound
+        for an unknown id or a job deleted while waited on. Concurrent waits of
+        one event loop share one subscription connection. A job it waited on
+        stays readable for 10 s after it finished, whatever the retention
+        (docs/lifecycle.md, "Waiting for a job")."""
+        self.engine.watch(job_id, timeout)  # checks the input before anything is sent
+        return await self._waits.wait(job_id, timeout, lambda left: self.engine.watch(job_id, left))
 
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
@@ -116,6 +132,7 @@ class Queue(QueueShell[AsyncSender]):
             cursor = await self.sender.send(self.engine.drop_page(cursor))
 
     async def close(self) -> None:
+        await self._waits.close()
         await self.sender.close()
 
     async def __aenter__(self) -> Queue:

@@ -246,7 +246,7 @@ class ScheduleInfo:
     data: Any
     priority: int
     group: str | None
-    max_attempts: int
+    max_attempts: int | None  # None: the queue's setting at each fire
     skip_if_running: bool
     catch_up: bool
     paused: bool
@@ -275,7 +275,7 @@ class ScheduleInfo:
             data=decode_payload(d.data),
             priority=d.tier,
             group=group_of(d.lane),
-            max_attempts=d.max_attempts,
+            max_attempts=d.max_attempts if d.max_attempts > 0 else None,
             skip_if_running=d.skip_if_running,
             catch_up=d.catch_up,
             paused=bool(state.get("pa")),

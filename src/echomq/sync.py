@@ -8,7 +8,9 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Engine
+from echomq.job import Job
 from echomq.sending import SyncSender
+from echomq.sending.waiters import SyncWaits
 from echomq.shell import QueueShell, sends, sends_steps
 from echomq.tasks import SyncTask, TaskSettings, task_options
 
@@ -23,7 +25,9 @@ class SyncQueue(QueueShell[SyncSender]):
     ``durable=True`` makes adds wait for a replica (see echomq.sending.durable)."""
 
     def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> SyncSender:
-        return SyncSender(url, client, greeting)
+        sender = SyncSender(url, client, greeting)
+        self._waits = SyncWaits(sender, self.engine.keys.done_channel)
+        return sender
 
     def client(self) -> SyncClient:
         """The redis client, connecting (and starting the embedded server) on first use."""
@@ -59,9 +63,16 @@ class SyncQueue(QueueShell[SyncSender]):
     pause_schedule = sends(Engine.pause_schedule)
     resume_schedule = sends_steps(Engine.resume_schedule)
     exists = sends(Engine.exists)
-
     cancel = sends(Engine.cancel)
     dependency_results = sends(Engine.dependency_results)
+    configure = sends(Engine.configure)
+    settings = sends(Engine.settings)
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> Job:
+        """The job as soon as it is completed or dead (see Queue.wait); blocks the
+        calling thread. The waits of every thread share one subscription."""
+        self.engine.watch(job_id, timeout)  # checks the input before anything is sent
+        return self._waits.wait(job_id, timeout, lambda left: self.engine.watch(job_id, left))
 
     @overload
     def task(self, fn: Callable[P, R], /) -> SyncTask[P, R]: ...
@@ -84,6 +95,7 @@ class SyncQueue(QueueShell[SyncSender]):
             cursor = self.sender.send(self.engine.drop_page(cursor))
 
     def close(self) -> None:
+        self._waits.close()
         self.sender.close()
 
     def __enter__(self) -> SyncQueue:

@@ -215,6 +215,8 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "retry_dead": lambda b: (b.q.engine.retry_dead(b.dead), _job_key(b, b.dead[1])),
     "purge_dead": lambda b: (b.q.engine.purge_dead(b.dead), _job_key(b, b.dead[1])),
+    # a wait registers on a running job, whose hash moved
+    "wait": lambda b: (b.q.engine.watch(b.active[0].id, 5.0), _job_key(b, b.active[0].id)),
     # maintenance would promote "soon" first; the completed job it prunes moved
     "maintain": lambda b: (
         b.q.engine.maintain(),

@@ -336,3 +336,15 @@ def test_fire_time_is_the_stored_one_not_the_firers_clock(
     nxt = sq.schedule("exact", cron="* * * * *", name="j")
     assert nxt is not None and nxt.second == 0 and nxt.microsecond == 0
     assert nxt > datetime.now(UTC) - timedelta(seconds=60)
+
+
+def test_max_attempts_none_takes_the_stored_setting_at_the_fire(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    nxt = sq.schedule("retrying", every=0.3, name="j")
+    assert nxt is not None and info(sq, "retrying").max_attempts is None
+    sq.configure(max_attempts=7)
+    wait_past(redis_client, nxt)
+    assert sq.maintain().fired == 1
+    [job] = fired_jobs(sq, "retrying")
+    assert job.max_attempts == 7

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "weight": "echomq.cli.stats:weight",
     "pause": "echomq.cli.queues:pause",
     "resume": "echomq.cli.queues:resume",
+    "config": "echomq.cli.config:config",
     "score": "echomq.cli.score:score",
     "dead": "echomq.cli.dead:dead",
     "schedules": "echomq.cli.schedules:schedules",

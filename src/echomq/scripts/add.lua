@@ -6,7 +6,8 @@
 -- ARGV[8]     the jobs, one JSON array of arrays (one string, so a batch of
 --             thousands costs the client one argument, not nine per job):
 --             [id, name, data (JSON text), tier, lane ("" = default),
---              delay_ms (-1 = none), run_at_ms (-1 = none), max_attempts,
+--              delay_ms (-1 = none), run_at_ms (-1 = none), max_attempts
+--              (-n = none given: the stored setting, else n, the client's),
 --              idempotency key ("" = none), expires_in_ms (-1 = never;
 --              stored as the server time it expires at), headers (JSON
 --              object text, "" = none), depends_on (JSON array of job
@@ -87,7 +88,8 @@ for i, job in ipairs(jobs) do
     local fire = -1
     if run_at >= 0 then fire = run_at elseif delay > 0 then fire = now + delay end
     -- unset fields read as their defaults: a (attempts) 0, g (lane) the default lane
-    local fields = {"n", job[2], "d", job[3], "p", tier, "m", job[8], "c", created_at}
+    local attempts = job[8] < 0 and (OPT.max_attempts or -job[8]) or job[8]
+    local fields = {"n", job[2], "d", job[3], "p", tier, "m", attempts, "c", created_at}
     local n = 10
     if lane ~= "" then
       fields[n + 1], fields[n + 2], n = "g", lane, n + 2

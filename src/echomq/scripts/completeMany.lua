@@ -72,4 +72,5 @@ redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
 apply_releases(releases, now)
 flush_waiting()
+for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out

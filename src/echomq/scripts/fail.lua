@@ -7,7 +7,10 @@
 -- ARGV[8]     lease token the caller holds
 -- ARGV[9]     error message
 -- ARGV[10]    traceback ("" = none)
--- ARGV[11]    retry delay in ms (-1 = do not retry: dead now)
+-- ARGV[11]    retry delay in ms (-1 = do not retry: dead now; -2 = the
+--             queue's backoff, includes/backoff.lua)
+-- ARGV[12..15] the client's backoff option: base_ms, factor, cap_ms, jitter
+--             (used with -2 when no backoff is stored)
 --
 -- Returns: {"failed", fire_ms} when a retry is scheduled,
 --          {"dead", now_ms} when the job is dead,
@@ -19,6 +22,7 @@
 -- @include lanes
 -- @include retention
 -- @include lease
+-- @include backoff
 
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
@@ -31,6 +35,10 @@ if not jk then
   return key_or_err
 end
 local f = read_key("HMGET", jk, "a", "m", "dn")
+if delay == -2 then
+  local client = {tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])}
+  delay = backoff_ms(math.max(1, tonumber(f[1])), client)
+end
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
 local victims = {}
 if not retry then
@@ -54,4 +62,5 @@ expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
 orphan_dependents(id, f[3], now)
+wake_waiters(id, now)
 return {"dead", fmt(now)}

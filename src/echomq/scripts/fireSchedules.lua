@@ -73,8 +73,11 @@ for i, f in ipairs(fires) do
         stored_order = order
       end
       local job_id, tier, lane = f[5], tonumber(def.p) or 0, def.g or ""
+      -- max_attempts -n: none given, the stored setting at the fire, else n (as add.lua)
+      local attempts = tonumber(def.m)
+      if attempts < 0 then attempts = OPT.max_attempts or -attempts end
       local score = fmt(arrival_score(order, tier))
-      local fields = {"n", def.n, "d", def.d, "p", tier, "m", def.m, "c", fmt(now),
+      local fields = {"n", def.n, "d", def.d, "p", tier, "m", attempts, "c", fmt(now),
         "si", id, "sf", f[3], "s", "waiting", "sc", score}
       if lane ~= "" then
         fields[#fields + 1] = "g"

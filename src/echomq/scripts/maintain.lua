@@ -1,7 +1,8 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
--- promote due delayed jobs, return expired leases, prune finished jobs,
--- release the dependents of completed jobs (includes/dependencies.lua), each
--- at most a fixed budget per call (includes/time.lua, retention.lua); a
+-- promote due delayed jobs, return expired leases, prune finished jobs and
+-- expired wait() entries, release the dependents of completed jobs
+-- (includes/dependencies.lua), each at most a fixed budget per call
+-- (includes/time.lua, retention.lua); a
 -- next_fire or next_deadline at or before now_ms says more is due at once.
 -- It also reads (never fires) the schedules that are due, at most
 -- ARGV[7] of them: the client computes their next fire times and fires them
@@ -35,6 +36,7 @@ local reaped = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 local released = apply_releases(releases, now)
 flush_waiting()
+prune_waiters(now)
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 local ns = redis.call("ZRANGE", K_FIRES, 0, 0, "WITHSCORES")

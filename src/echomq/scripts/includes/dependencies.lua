@@ -66,6 +66,7 @@ local function kill_dependent(id, f, parent, why, now)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   expire_idem(f[5], OPT.keep_dead_ms)
   orphan_dependents(id, f[6], now)
+  wake_waiters(id, now)
 end
 
 -- Carry out a plan of read_releases at server time ``now``; returns how many

@@ -46,6 +46,8 @@
 -- (echomq/scripts/__init__.py); adding a fixed key renames no script.
 --
 -- ARGV[1]  prefix               "emq:{queue}:"
+-- ARGV[2..6] are the client's constructor options; a stored setting (K_SETTINGS)
+-- wins over each of them (OPT below).
 -- ARGV[2]  max_stalls           expired leases a job survives before it is dead
 -- ARGV[3]  keep_completed_ms    retention age of completed jobs
 -- ARGV[4]  keep_completed       retention count of completed jobs
@@ -60,13 +62,28 @@ local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[16], KEYS[17], KEYS[18]
 local K_BLOCKED, K_RELEASING = KEYS[19], KEYS[20]
 
 local PREFIX = ARGV[1]
-local OPT = {
-  max_stalls = tonumber(ARGV[2]),
-  keep_completed_ms = tonumber(ARGV[3]),
-  keep_completed = tonumber(ARGV[4]),
-  keep_dead_ms = tonumber(ARGV[5]),
-  keep_dead = tonumber(ARGV[6]),
-}
+-- The options every script obeys: the queue's stored settings (K_SETTINGS,
+-- written by configure.lua; echomq/settings.py names the fields), each
+-- falling back to the calling client's option block, so every client of the
+-- queue obeys the same stored values (docs/settings.md). One HMGET per call.
+-- max_attempts and backoff are nil when not stored: add.lua and fail.lua
+-- then use what the client sent with the job.
+local OPT
+do
+  local s = redis.call("HMGET", K_SETTINGS, "max_stalls", "keep_completed_ms", "keep_completed",
+    "keep_dead_ms", "keep_dead", "max_attempts", "backoff_base_ms", "backoff_factor",
+    "backoff_cap_ms", "backoff_jitter", "event_stream_length")
+  OPT = {
+    max_stalls = tonumber(s[1] or ARGV[2]),
+    keep_completed_ms = tonumber(s[2] or ARGV[3]),
+    keep_completed = tonumber(s[3] or ARGV[4]),
+    keep_dead_ms = tonumber(s[4] or ARGV[5]),
+    keep_dead = tonumber(s[5] or ARGV[6]),
+    max_attempts = tonumber(s[6]),
+    backoff = s[7] and {tonumber(s[7]), tonumber(s[8]), tonumber(s[9]), tonumber(s[10])},
+    event_stream_length = tonumber(s[11] or 10000),  -- settings.DEFAULT_EVENT_STREAM_LENGTH
+  }
+end
 
 -- return codes (errors.SCRIPT_ERRORS)
 local E_NOT_FOUND, E_LEASE_LOST, E_ORDERING, E_CANCELLED = -1, -2, -3, -4

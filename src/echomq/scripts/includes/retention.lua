@@ -9,6 +9,55 @@
 -- additions to the set.
 local PRUNE_BUDGET = 250  -- most jobs one call removes from one set, so no call runs long
 
+-- Waiters (wait(), echomq/sending/waiters.py). A client waiting for a job
+-- subscribes to the queue's done channel, then registers the job in
+-- K_WAITERS (wait.lua: id -> its wait's deadline, ms). Every script that
+-- makes a job final (completed, dead) or deletes it calls wake_waiters: if
+-- the job is waited on, the id is published on the done channel (sharded
+-- pub/sub, SPUBLISH: the channel carries the queue's hash tag, so the
+-- message stays on the queue's shard) and the waiting clients read the job
+-- again. A final transition shortens the entry to at most WAIT_GRACE_MS,
+-- and pruning by retention skips a job whose entry has not expired: a
+-- waiter can read a job it waited on for WAIT_GRACE_MS after it finished,
+-- whatever the retention. Expired entries are removed at most
+-- WAITER_PRUNE_BUDGET per call (wait.lua, maintain.lua).
+local WAIT_GRACE_MS = 10000
+local WAITER_PRUNE_BUDGET = 100
+local waiters_present = nil  -- whether K_WAITERS exists (read once per call)
+
+local function any_waiters()
+  if waiters_present == nil then waiters_present = redis.call("EXISTS", K_WAITERS) == 1 end
+  return waiters_present
+end
+
+-- Whether a wait() on ``id`` is registered and not expired. Reads only.
+local function waited(id, now)
+  if not any_waiters() then return false end
+  local deadline = redis.call("ZSCORE", K_WAITERS, id)
+  return deadline and tonumber(deadline) >= now
+end
+
+-- Tell the clients waiting on ``id`` that it is final (``now`` given: the
+-- entry keeps protecting it from pruning for WAIT_GRACE_MS at most) or gone
+-- (``now`` nil: the entry is removed; the waiters then hear JobNotFound).
+local function wake_waiters(id, now)
+  if not any_waiters() or not redis.call("ZSCORE", K_WAITERS, id) then return end
+  redis.call("SPUBLISH", PREFIX .. "done", id)
+  if now then
+    redis.call("ZADD", K_WAITERS, "XX", "LT", string.format("%.0f", now + WAIT_GRACE_MS), id)
+  else
+    redis.call("ZREM", K_WAITERS, id)
+  end
+end
+
+-- Remove expired waiter entries, at most WAITER_PRUNE_BUDGET, oldest first.
+local function prune_waiters(now)
+  local gone = redis.call("ZRANGEBYSCORE", K_WAITERS, "-inf", "(" .. string.format("%.0f", now),
+    "LIMIT", 0, WAITER_PRUNE_BUDGET)
+  if #gone > 0 then redis.call("ZREM", K_WAITERS, unpack(gone)) end
+  return #gone
+end
+
 -- Give a finished job's idempotency key the retention age as its TTL.
 local function expire_idem(key, ttl_ms)
   if key and key ~= "" then
@@ -44,6 +93,13 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding)
       for i = 1, math.min(newer, #sorted) do victims[#victims + 1] = sorted[i] end
     end
   end
+  if any_waiters() then  -- a job a live wait() is registered on is kept (see Waiters)
+    local kept = {}
+    for _, id in ipairs(victims) do
+      if not waited(id, now) then kept[#kept + 1] = id end
+    end
+    victims = kept
+  end
   for _, id in ipairs(victims) do read_key("EXISTS", job_key(id)) end
   return victims
 end
@@ -74,6 +130,7 @@ end
 local function drop_job(id, idem)
   if idem and idem.owned then redis.call("DEL", idem_key(idem.key)) end
   redis.call("DEL", job_key(id))
+  wake_waiters(id, nil)
 end
 
 -- A job with dependents (field dn) that dies or is removed: maintenance sends
@@ -102,4 +159,5 @@ local function bury(id, now, err)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   apply_prune(K_DEAD, victims)
   orphan_dependents(id, f[2], now)
+  wake_waiters(id, now)
 end

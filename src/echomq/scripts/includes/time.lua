@@ -118,5 +118,6 @@ local function reap(plan, now)
   end
   if #dead_pairs > 0 then call_chunked("ZADD", K_DEAD, dead_pairs, 2) end
   apply_prune(K_DEAD, plan.dead_victims)
+  for i = 2, #dead_pairs, 2 do wake_waiters(dead_pairs[i], now) end
   return reaped
 end

@@ -1,0 +1,319 @@
+"""``wait()``: woken by the server, with one subscription per queue and event loop.
+
+A script that makes a waited-on job final (completed, dead) or deletes it
+publishes the job's id on the queue's done channel (``QueueKeys.done_channel``,
+includes/retention.lua "Waiters"). The channel is a shard channel (SSUBSCRIBE,
+Redis 7+ / Valkey 7+): it carries the queue's hash tag, so on a cluster the
+message stays on the queue's shard and the subscription follows the slot.
+
+:class:`AsyncWaits` keeps ONE subscription connection per Queue and event
+loop, shared by every concurrent wait of that loop: a web server with 1,000
+waits holds one subscription, and at most MAX_WATCHING register calls at once
+(so the client's pool does not grow with the number of waits). A wait:
+
+1. makes sure the loop's subscription is confirmed by the server;
+2. sends the register call (``Engine.watch``, wait.lua), which answers the
+   job at once if it is final, else records the wait on the server. As the
+   subscription came first, a final transition after the register call is
+   always heard; one before it is answered by the call itself;
+3. sleeps until its job's id arrives, then sends the register call again
+   (which now returns the job, or JobNotFound if it was deleted).
+
+A wait therefore costs a fixed number of server calls however long it
+lasts: no polling. If the subscription's connection drops, messages may
+have been lost: once it is subscribed again, every wait of the loop reads
+its job again. State is per event loop (like the sender's client and the
+add batcher), so a Queue can wait from one ``asyncio.run`` after another; a
+loop's subscription is closed when that loop shuts down or by ``close()``.
+
+:class:`SyncWaits` is the same for blocking code: one subscription per
+SyncQueue, read by one daemon thread, shared by the waits of every thread
+(a threaded web server's waits hold one connection too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import weakref
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio.cluster
+import redis.cluster
+
+from echomq.call import Call
+from echomq.errors import WaitTimeout
+from echomq.job import Job
+from echomq.sending.sender import AsyncSender, SyncSender
+
+#: most register calls one loop's waits send at once (bounds the client's pool).
+MAX_WATCHING = 16
+#: seconds one read of the subscription blocks before it looks again (client-side only).
+LISTEN_BLOCK = 5.0
+#: the same for the blocking listener thread, which also looks for close() this often.
+SYNC_LISTEN_BLOCK = 0.5
+#: seconds before subscribing again after the subscription's connection failed.
+RESUBSCRIBE_PAUSE = 0.25
+
+#: builds the register call for the seconds left of a wait.
+Watch = Callable[[float], Call[Job | None]]
+
+
+def _timeout(job_id: str, timeout: float) -> WaitTimeout:
+    return WaitTimeout(f"job {job_id} did not finish within {timeout:g} s")
+
+
+async def _read(pubsub: Any, timeout: float) -> dict[str, Any] | None:
+    """The next message of a single-server or cluster subscription, or None."""
+    if isinstance(pubsub, redis.asyncio.cluster.ClusterPubSub):
+        return await pubsub.get_sharded_message(timeout=timeout)
+    return await pubsub.get_message(timeout=timeout)  # type: ignore[no-any-return]
+
+
+@dataclass(slots=True)
+class _LoopWaits:
+    """One event loop's subscription and the waits it serves (job id → their events)."""
+
+    waiters: dict[str, set[asyncio.Event]] = field(default_factory=dict)
+    subscribed: asyncio.Event = field(default_factory=asyncio.Event)
+    gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_WATCHING))
+    pubsub: Any = None
+    listener: asyncio.Task[None] | None = None
+    closer: AsyncGenerator[None, None] | None = None
+
+    def wake_all(self) -> None:
+        for events in self.waiters.values():
+            for event in events:
+                event.set()
+
+
+class AsyncWaits:
+    """The waits of one asyncio Queue: ``await wait(job_id, timeout, watch)``."""
+
+    def __init__(self, sender: AsyncSender, channel: str) -> None:
+        self._sender = sender
+        self._channel = channel
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaits] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def wait(self, job_id: str, timeout: float, watch: Watch) -> Job:
+        """The job once it is completed or dead; WaitTimeout after ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        state = await self._state(loop)
+        event = asyncio.Event()
+        state.waiters.setdefault(job_id, set()).add(event)
+        try:
+            subscribed = await _within(state.subscribed.wait(), deadline - loop.time())
+            while True:
+                event.clear()
+                async with state.gate:
+                    job = await self._sender.send(watch(max(0.0, deadline - loop.time())))
+                if job is not None:
+                    return job
+                if not subscribed or not await _within(event.wait(), deadline - loop.time()):
+                    raise _timeout(job_id, timeout)
+        finally:
+            events = state.waiters.get(job_id)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del state.waiters[job_id]
+
+    async def _state(self, loop: asyncio.AbstractEventLoop) -> _LoopWaits:
+        state = self._states.get(loop)
+        if state is None:
+            state = self._states[loop] = _LoopWaits()
+            state.listener = loop.create_task(self._listen(state), name="echomq-waits")
+            state.closer = self._close_with_loop(state)
+            await anext(state.closer)
+        return state
+
+    async def _listen(self, state: _LoopWaits) -> None:
+        """Subscribe, then hand each published id to the waits on it, for good."""
+        while True:
+            try:
+                if state.pubsub is None:
+                    client = await self._sender.client()
+                    state.pubsub = client.pubsub()
+                    await state.pubsub.ssubscribe(self._channel)
+                message = await _read(state.pubsub, LISTEN_BLOCK)
+            except Exception:  # the connection failed: subscribe again (asyncio errors too)
+                await _close_pubsub(state)
+                await asyncio.sleep(RESUBSCRIBE_PAUSE)
+                continue
+            if message is None:
+                continue
+            kind = message["type"]
+            if kind == "smessage":
+                for event in state.waiters.get(message["data"], ()):
+                    event.set()
+            elif kind == "ssubscribe":
+                if state.subscribed.is_set():  # subscribed again: messages may be lost
+                    state.wake_all()
+                state.subscribed.set()
+
+    async def _close_with_loop(self, state: _LoopWaits) -> AsyncGenerator[None, None]:
+        """Suspended until its loop finalises it (or close() does): then unsubscribes."""
+        try:
+            yield
+        finally:
+            if state.listener is not None:
+                state.listener.cancel()
+            await _close_pubsub(state)
+
+    async def close(self) -> None:
+        """Close the running loop's subscription (its waits then time out)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        state = self._states.pop(loop, None)
+        if state is not None and state.closer is not None:
+            await state.closer.aclose()
+
+    def connections(self) -> int:
+        """How many subscription connections this queue holds (one per live loop)."""
+        return sum(1 for state in self._states.values() if state.pubsub is not None)
+
+
+async def _close_pubsub(state: _LoopWaits) -> None:
+    pubsub, state.pubsub = state.pubsub, None
+    if pubsub is not None:
+        with contextlib.suppress(Exception):  # a broken connection: nothing left to do
+            await pubsub.aclose()
+
+
+async def _within(waiting: Any, seconds: float) -> bool:
+    """Await ``waiting`` for at most ``seconds``; False if the time ran out."""
+    try:
+        async with asyncio.timeout(max(0.0, seconds)):
+            await waiting
+    except TimeoutError:
+        return False
+    return True
+
+
+@dataclass(slots=True)
+class _SyncListener:
+    """One listener thread's subscription state (a new one after close())."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    subscribed: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+
+class SyncWaits:
+    """The waits of one SyncQueue: ``wait(job_id, timeout, watch)`` from any thread.
+
+    The subscription is opened on the first wait and read by one daemon thread
+    until ``close()``; register calls go through the queue's own client, at
+    most MAX_WATCHING at once."""
+
+    def __init__(self, sender: SyncSender, channel: str) -> None:
+        self._sender = sender
+        self._channel = channel
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[threading.Event]] = {}
+        self._gate = threading.BoundedSemaphore(MAX_WATCHING)
+        self._listener: _SyncListener | None = None
+
+    def wait(self, job_id: str, timeout: float, watch: Watch) -> Job:
+        """The job once it is completed or dead; WaitTimeout after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        event = threading.Event()
+        with self._lock:
+            listener = self._start()
+            self._waiters.setdefault(job_id, set()).add(event)
+        try:
+            subscribed = listener.subscribed.wait(max(0.0, deadline - time.monotonic()))
+            while True:
+                event.clear()
+                with self._gate:
+                    job = self._sender.send(watch(max(0.0, deadline - time.monotonic())))
+                if job is not None:
+                    return job
+                if not subscribed or not event.wait(max(0.0, deadline - time.monotonic())):
+                    raise _timeout(job_id, timeout)
+        finally:
+            with self._lock:
+                events = self._waiters.get(job_id)
+                if events is not None:
+                    events.discard(event)
+                    if not events:
+                        del self._waiters[job_id]
+
+    def _start(self) -> _SyncListener:
+        """The running listener, started if there is none (the caller holds the lock)."""
+        listener = self._listener
+        if listener is None or listener.thread is None or not listener.thread.is_alive():
+            listener = self._listener = _SyncListener()
+            listener.thread = threading.Thread(
+                target=self._listen, args=(listener,), name="echomq-waits", daemon=True
+            )
+            listener.thread.start()
+        return listener
+
+    def _listen(self, listener: _SyncListener) -> None:
+        """Subscribe, then hand each published id to the waits on it, until close()."""
+        pubsub: Any = None
+        try:
+            while not listener.stop.is_set():
+                try:
+                    if pubsub is None:
+                        pubsub = self._sender.client().pubsub()  # type: ignore[no-untyped-call]
+                        pubsub.ssubscribe(self._channel)
+                    message = _read_sync(pubsub, SYNC_LISTEN_BLOCK)
+                except Exception:  # the connection failed: subscribe again
+                    _close_sync(pubsub)
+                    pubsub = None
+                    listener.stop.wait(RESUBSCRIBE_PAUSE)
+                    continue
+                if message is not None:
+                    self._deliver(listener, message)
+        finally:
+            _close_sync(pubsub)
+
+    def _deliver(self, listener: _SyncListener, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        with self._lock:
+            if kind == "smessage":
+                for event in self._waiters.get(message["data"], ()):
+                    event.set()
+            elif kind == "ssubscribe":
+                if listener.subscribed.is_set():  # subscribed again: messages may be lost
+                    for events in self._waiters.values():
+                        for event in events:
+                            event.set()
+                listener.subscribed.set()
+
+    def connections(self) -> int:
+        """How many subscription connections this queue holds (0 or 1)."""
+        listener = self._listener
+        return int(
+            listener is not None and listener.thread is not None and listener.thread.is_alive()
+        )
+
+    def close(self) -> None:
+        """Stop the listener; it closes its subscription within SYNC_LISTEN_BLOCK."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop.set()
+
+
+def _read_sync(pubsub: Any, timeout: float) -> dict[str, Any] | None:
+    if isinstance(pubsub, redis.cluster.ClusterPubSub):
+        return pubsub.get_sharded_message(timeout=timeout)  # type: ignore[no-any-return,no-untyped-call]
+    return pubsub.get_message(timeout=timeout)  # type: ignore[no-any-return]
+
+
+def _close_sync(pubsub: Any) -> None:
+    if pubsub is not None:
+        with contextlib.suppress(Exception):  # a broken connection: nothing left to do
+            pubsub.close()
