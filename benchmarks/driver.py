@@ -8,8 +8,16 @@ and calls :func:`main`. It then runs in two roles, each its own process:
   system offers one), a drain of no-op jobs and a priority drain, and prints
   the medians as JSON lines.
 - ``worker`` (started by the producer): runs the system's own worker on the
-  queue with the concurrency its docs recommend (``drain``) or one job at a
-  time (``priority``); every handler calls :meth:`harness.Tally.hit`.
+  queue at worker concurrency DRAIN_CONCURRENCY (``drain``: the same for every
+  system, each with its library's default prefetch and batching), at another
+  concurrency (``drain@N``, the ``drain_sweep``) or one job at a time
+  (``priority``); every handler calls :meth:`harness.Tally.hit`.
+
+Equal settings: the headline ``drain`` runs every system at concurrency 10.
+``drain_sweep`` drains at each concurrency of SWEEP (``drain_c1``,
+``drain_c50``, …; ``drain`` is the one at 10) and reports each system's best
+(``drain_sweep``) and the concurrency that reached it
+(``drain_sweep_concurrency``).
 
 The drain rate is measured inside the worker, from the first handler start to
 the last, so the worker's start-up is not counted; the server's CPU and
@@ -42,6 +50,20 @@ BULK_BATCH = 1000  # jobs per bulk call
 CONCURRENT_TASKS = 100
 CONCURRENT_THREADS = 16
 Item = tuple[int, int]  # (arrival seq, priority level)
+#: worker concurrency of the headline drain, the same for every system.
+DRAIN_CONCURRENCY = 10
+#: worker concurrencies of the drain sweep (the best is ``drain_sweep``).
+SWEEP = (1, 10, 50, 100)
+
+
+def worker_concurrency(mode: str) -> int:
+    """The worker concurrency a mode asks for: 1 (``priority``), N (``drain@N``),
+    else DRAIN_CONCURRENCY."""
+    if mode == "priority":
+        return 1
+    if mode.startswith("drain@"):
+        return int(mode.removeprefix("drain@"))
+    return DRAIN_CONCURRENCY
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +74,14 @@ class Sizes:
     priority: int
     runs: int
     concurrent: int
+    sweep: tuple[int, ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Sizes:
-        return cls(args.single, args.bulk, args.jobs, args.priority, args.runs, args.concurrent)
+        sweep = tuple(int(c) for c in args.sweep.split(",") if c.strip())
+        return cls(
+            args.single, args.bulk, args.jobs, args.priority, args.runs, args.concurrent, sweep
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,15 +170,40 @@ class Producer:
         add_work = await self.measure_add_single()
         if self.system.has_bulk:
             add_work = await self.measure_add_bulk()
+        drained = len(self.rec.values("drain"))
         drain_work = await self.measure_drain("drain", "drain", self.sizes.drain)
+        headline = self.rec.values("drain")[drained:]
         if drain_work is not None:
             self.rec.add("server_cpu_us_per_job", add_work[0] + drain_work[0], "us/job")
             self.rec.add("server_calls_per_job", add_work[1] + drain_work[1], "calls/job")
+        await self.measure_sweep(headline[0] if headline else None)
         for variant in self.system.variants:
             await self.measure_drain(
                 variant.metric, variant.mode, min(variant.max_jobs, self.sizes.drain)
             )
         await self.measure_priority(run)
+
+    async def measure_sweep(self, headline: float | None) -> None:
+        """Drain at each concurrency of the sweep (``headline``: the rate the drain at
+        DRAIN_CONCURRENCY just measured); the best rate is ``drain_sweep``."""
+        if not self.sizes.sweep:
+            return
+        rates: dict[int, float] = {}
+        for concurrency in self.sizes.sweep:
+            if concurrency == DRAIN_CONCURRENCY:
+                if headline is not None:
+                    rates[concurrency] = headline
+                continue
+            metric = f"drain_c{concurrency}"
+            had = len(self.rec.values(metric))
+            await self.measure_drain(metric, f"drain@{concurrency}", self.sizes.drain)
+            got = self.rec.values(metric)
+            if len(got) > had:
+                rates[concurrency] = got[-1]
+        if rates:
+            best = max(rates, key=lambda c: rates[c])
+            self.rec.add("drain_sweep", rates[best], "jobs/s")
+            self.rec.add("drain_sweep_concurrency", float(best), "workers")
 
     async def _fresh(self) -> None:
         await self.system.close()
@@ -293,6 +344,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--concurrent", type=int, default=20_000, help="jobs added by concurrent callers (0: skip)"
     )
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--sweep",
+        default=",".join(map(str, SWEEP)),
+        help="worker concurrencies of the drain sweep, comma-separated ('' skips it)",
+    )
     parser.add_argument("--result", type=Path)
     return parser.parse_args(argv)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -27,15 +28,36 @@ from functools import partial
 from typing import Any
 
 import harness
-from driver import DrainVariant, Item, System
+from driver import DRAIN_CONCURRENCY, DrainVariant, Item, System, worker_concurrency
 from driver import main as driver_main
 
 import echomq
 from echomq import Job, Queue, SyncQueue
 
 QUEUE = "bench"
-DRAIN_CONCURRENCY = 50  # jobs in flight per worker process (claimed as one batch by the loop)
+LOOP_BATCH = 50  # jobs claimed (and completed) per call by drain_batched_loop
 LEASE = 30.0
+
+
+#: ECHOMQ_BENCH_BY_SHA=1 sends the scripts by EVALSHA instead of the function library
+#: (FCALL), to compare the two on one machine.
+BY_SHA = os.environ.get("ECHOMQ_BENCH_BY_SHA") == "1"
+
+
+def _queue(url: str, **options: Any) -> Queue:
+    queue = Queue(QUEUE, url, **options)
+    queue.sender.scripts.functions = not BY_SHA
+    return queue
+
+
+def _sync_queue(url: str) -> SyncQueue:
+    queue = SyncQueue(QUEUE, url)
+    queue.sender.scripts.functions = not BY_SHA
+    return queue
+
+
+#: the commands that run a script: the function library's, or EVALSHA/EVAL without it.
+SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha", "eval")
 
 
 def _lane_name(lanes: int, i: int) -> str:
@@ -57,10 +79,10 @@ class EchoMQ(System):
         self.queue: Queue | None = None
         runtime = "echomq.Worker" if has_worker() else "claim/complete loop"
         self.notes = (
-            f"drain: {runtime}, concurrency {DRAIN_CONCURRENCY}, lease {LEASE:g}s; "
-            "priority drain: concurrency 1",
+            f"drain: {runtime}, concurrency {DRAIN_CONCURRENCY} (drain_sweep: 1, 10, 50, 100), "
+            f"default claim batching, lease {LEASE:g}s; priority drain: concurrency 1",
             "add_bulk: Queue.add_many, 1000 jobs per call",
-            f"drain_batched_loop: claim({DRAIN_CONCURRENCY}) + one complete_many per batch, "
+            f"drain_batched_loop: claim({LOOP_BATCH}) + one complete_many per batch, "
             "doorbell BLPOP when idle (no heartbeats): what a batching worker could reach",
             f"ordering={ordering!r}, default retention (keep_completed=1000)",
         )
@@ -69,7 +91,7 @@ class EchoMQ(System):
         return echomq.__version__
 
     async def open(self, url: str) -> None:
-        self.queue = Queue(QUEUE, url, ordering=self.ordering)  # type: ignore[arg-type]
+        self.queue = _queue(url, ordering=self.ordering)  # type: ignore[arg-type]
 
     async def close(self) -> None:
         if self.queue is not None:
@@ -89,7 +111,7 @@ class EchoMQ(System):
         )
 
     def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
-        concurrency = 1 if mode == "priority" else DRAIN_CONCURRENCY
+        concurrency = LOOP_BATCH if mode == "loop" else worker_concurrency(mode)
         asyncio.run(serve(url, self.ordering, concurrency, tally, batched=mode == "loop"))
 
 
@@ -105,7 +127,7 @@ async def serve(
     url: str, ordering: str, concurrency: int, tally: harness.Tally, *, batched: bool = False
 ) -> None:
     """Run echomq.Worker (or, ``batched`` or without Worker, the claim loop) until SIGTERM."""
-    queue = Queue(QUEUE, url, ordering=ordering)  # type: ignore[arg-type]
+    queue = _queue(url, ordering=ordering)  # type: ignore[arg-type]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -188,7 +210,7 @@ class Extras:
     # helpers
     def queue(self, ordering: str = "composite") -> Queue:
         self.probe.flush()
-        return Queue(QUEUE, self.url, ordering=ordering)  # type: ignore[arg-type]
+        return _queue(self.url, ordering=ordering)  # type: ignore[arg-type]
 
     async def fill(
         self,
@@ -215,8 +237,8 @@ class Extras:
             await op()
         rtt = (time.perf_counter() - t0) / count * 1e6
         work = self.probe.work(before)
-        calls = work.calls.get("evalsha", 0) + work.calls.get("eval", 0)
-        usec = work.usec.get("evalsha", 0) + work.usec.get("eval", 0)
+        calls = sum(work.calls.get(c, 0) for c in SCRIPT_COMMANDS)
+        usec = sum(work.usec.get(c, 0) for c in SCRIPT_COMMANDS)
         return usec / max(1, calls), rtt
 
     def record_cost(self, metric: str, cost: tuple[float, float]) -> None:
@@ -367,7 +389,7 @@ class Extras:
         for _ in range(self.runs):
             for url, suffix in transports:
                 self.probe.flush()
-                q = Queue(QUEUE, url)
+                q = _queue(url)
                 tally = await self._latency_round(q, url, n)
                 await q.close()
                 if tally is None:
@@ -425,7 +447,7 @@ def _sync_pings(url: str, n: int) -> float:
 
 def _sync_adds(url: str, n: int) -> float:
     """jobs/s of ``n`` SyncQueue.add calls, each waiting for its reply."""
-    with SyncQueue(QUEUE, url) as queue:
+    with _sync_queue(url) as queue:
         queue.add("noop")  # connect and load the script first
         t0 = time.perf_counter()
         for seq in range(n):

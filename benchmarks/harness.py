@@ -312,6 +312,11 @@ class Recorder:
     def measurements(self) -> list[Measurement]:
         return list(self._by_metric.values())
 
+    def values(self, metric: str) -> list[float]:
+        """The values recorded so far for ``metric`` (none yet: empty)."""
+        found = self._by_metric.get(metric)
+        return list(found.values) if found is not None else []
+
 
 def emit(line: Mapping[str, Any], stream: Any = None) -> None:
     """Print one measurement line (flushed at once, so a reader sees it live)."""

@@ -152,7 +152,11 @@ def size_args(args: argparse.Namespace) -> list[str]:
         jobs, single, bulk, priority, concurrent = args.jobs or 1_000, 300, 5_000, 300, 2_000
     else:
         jobs, single, bulk, priority, concurrent = args.jobs or 8_000, 2_000, 20_000, 400, 20_000
+    # the sweep drains 3 more times per system: left out of --quick unless asked for
+    sweep = args.sweep if args.sweep is not None else ("" if args.quick else "1,10,50,100")
     return [
+        "--sweep",
+        sweep,
         "--concurrent",
         str(concurrent),
         "--jobs",
@@ -248,6 +252,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--jobs", type=int, default=0, help="jobs per drain (default 8000)")
     parser.add_argument("--runs", type=int, default=0, help="runs per figure (median taken)")
+    parser.add_argument(
+        "--sweep",
+        default=None,
+        help="worker concurrencies of drain_sweep (default 1,10,50,100; --quick: none)",
+    )
     parser.add_argument("--server", choices=("valkey", "redis", "both", "valkey9"), default="both")
     parser.add_argument(
         "--out",

@@ -4,9 +4,9 @@ Three cases (issue 13), each on a private Valkey and Redis (harness.BenchServer)
 
 - ``delayed``: 200,000 delayed jobs all due at once, then drained;
 - ``expired``: 100,000 jobs whose leases all expired, then drained;
-- ``counter``: 1,000,000 waiting jobs whose arrival counters sit just below
-  2^32, drained while a producer adds one job per 20 claims (so the counter
-  runs out during the drain).
+- ``counter``: 1,000,000 waiting jobs with the arrival counter 100,000 below
+  2^32, drained while a producer adds one job per 20 claims: the queue
+  renumbers its jobs in steps during the drain (includes/renumber.lua).
 
 Each drain is ``claim(50)`` in a loop until the queue is empty, checking that
 every job is served once, in order. Meanwhile another process sends PINGs one
@@ -120,12 +120,12 @@ def make_expired(q: SyncQueue, raw: redis.Redis, count: int) -> None:
 
 
 def make_near_limit(q: SyncQueue, raw: redis.Redis, count: int) -> None:
-    """``count`` waiting jobs, then the counter 10 below 2^32 (as after four
-    billion arrivals without the queue ever going idle): the drain's 11th add
-    runs the counter out. (Set before the fill, the counter would be re-based
-    by the first add into the empty queue.)"""
+    """``count`` waiting jobs, then the counter 100,000 below 2^32 (as after
+    four billion arrivals without the queue ever going idle): the drain's
+    first claim starts a renumbering in steps. (Set before the fill, the
+    counter would be re-based by the first add into the empty queue.)"""
     fill(q, count)
-    raw.set(q.engine.keys.counter, score.MAX_COUNTER - 10)
+    raw.set(q.engine.keys.counter, score.MAX_COUNTER - 100_000)
 
 
 CASES: dict[str, tuple[int, Callable[[SyncQueue, redis.Redis, int], None]]] = {
@@ -178,7 +178,9 @@ def server_cpu(raw: redis.Redis) -> float:
 def script_calls(raw: redis.Redis) -> int:
     stats = raw.info("commandstats")
     return sum(
-        int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
+        int(v["calls"])
+        for k, v in stats.items()
+        if k in ("cmdstat_fcall", "cmdstat_fcall_ro", "cmdstat_evalsha", "cmdstat_eval")
     )
 
 

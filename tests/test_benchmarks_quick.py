@@ -15,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = (
+    "add_concurrent",
     "add_single",
     "add_bulk",
     "drain",
@@ -65,3 +66,36 @@ def test_quick_run_prints_every_echomq_metric(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert "## Machine" in text and "### Targets" in text
     assert (tmp_path / "results.jsonl").read_text(encoding="utf-8").count("\n") == len(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_drain_sweep_reports_each_concurrency_and_the_best(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--quick",
+            "--systems",
+            "echomq",
+            "--server",
+            "valkey",
+            "--skip-extras",
+            "--sweep",
+            "1,10",
+            "--jobs",
+            "300",
+            "--out",
+            str(tmp_path / "RESULTS.md"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=230,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(row) for row in done.stdout.splitlines() if row.startswith("{")]
+    value = {line["metric"]: line["value"] for line in lines if line["system"] == "echomq"}
+    rates = {1: value["drain_c1"], 10: value["drain"]}  # the headline drain is the one at 10
+    assert value["drain_sweep"] == max(rates.values())
+    assert value["drain_sweep_concurrency"] == max(rates, key=lambda c: rates[c])

@@ -18,17 +18,17 @@ import harness
 from arq import Worker, create_pool
 from arq.connections import ArqRedis, RedisSettings
 from arq.worker import func
-from driver import DrainVariant, Item, System, main
+from driver import DRAIN_CONCURRENCY, DrainVariant, Item, System, main, worker_concurrency
 
 FAST_POLL = 0.01
-MAX_JOBS = 10
 
 
 class Arq(System):
     name = "arq"
     module = "peers.arq"
     notes = (
-        f"Worker max_jobs={MAX_JOBS} (default; priority drain: 1), poll_delay={FAST_POLL} "
+        f"Worker max_jobs={DRAIN_CONCURRENCY} (default; sweep: 1-100; priority drain: 1), "
+        f"poll_delay={FAST_POLL} "
         "(default 0.5 s: see drain_default_poll)",
         "no bulk add; no priorities (FIFO by enqueue time)",
     )
@@ -64,7 +64,7 @@ class Arq(System):
         worker = Worker(
             functions=[func(noop, name="noop")],
             redis_settings=RedisSettings.from_dsn(url),
-            max_jobs=1 if mode == "priority" else MAX_JOBS,
+            max_jobs=worker_concurrency(mode),
             poll_delay=0.5 if mode == "drain-default-poll" else FAST_POLL,
             handle_signals=True,
         )

@@ -15,10 +15,9 @@ from typing import Any
 
 import harness
 from bullmq import Queue, Worker
-from driver import Item, System, main
+from driver import DRAIN_CONCURRENCY, Item, System, main, worker_concurrency
 
 NAME = "bench"
-CONCURRENCY = 10
 KEEP = {"removeOnComplete": 1000}
 
 
@@ -27,7 +26,8 @@ class BullMQ(System):
     module = "peers.bullmq"
     has_bulk = True
     notes = (
-        f"Worker concurrency {CONCURRENCY} (priority drain: 1); removeOnComplete=1000",
+        f"Worker concurrency {DRAIN_CONCURRENCY} (sweep: 1-100; priority drain: 1); "
+        "removeOnComplete=1000",
         "add_bulk: Queue.addBulk, 1000 jobs per call; priority: opts.priority = level + 1",
     )
 
@@ -78,7 +78,7 @@ class BullMQ(System):
             await super().prefill(items)
 
     def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
-        asyncio.run(_serve(url, 1 if mode == "priority" else CONCURRENCY, tally))
+        asyncio.run(_serve(url, worker_concurrency(mode), tally))
 
 
 async def _serve(url: str, concurrency: int, tally: harness.Tally) -> None:

@@ -15,9 +15,11 @@ from typing import Any
 
 import harness
 from celery import Celery
-from driver import System, main
+from driver import DRAIN_CONCURRENCY, System, main, worker_concurrency
 
-POOL, CONCURRENCY = "solo", 1
+#: the solo pool runs one task at a time; other concurrencies run Celery's thread pool
+SOLO = "solo"
+THREADS = "threads"
 STEPS = [0, 3, 6, 9]
 
 
@@ -46,7 +48,8 @@ class CeleryPeer(System):
     module = "peers.celery"
     blocking_add = True
     notes = (
-        f"worker pool={POOL} concurrency={CONCURRENCY}, without gossip/mingle/heartbeat, "
+        f"worker pool={THREADS} concurrency={DRAIN_CONCURRENCY} (sweep: 1-100; concurrency 1 "
+        f"and the priority drain: pool={SOLO}), without gossip/mingle/heartbeat, "
         "prefetch multiplier 4 (default; priority drain: 1); ignore_result",
         "no bulk add; priority: queue_order_strategy='priority', steps 0,3,6,9",
     )
@@ -74,9 +77,10 @@ class CeleryPeer(System):
 
     def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
         app, _ = make_app(url, mode)
+        concurrency = worker_concurrency(mode)
         worker = app.Worker(
-            pool=POOL,
-            concurrency=CONCURRENCY,
+            pool=SOLO if concurrency == 1 else THREADS,
+            concurrency=concurrency,
             loglevel="WARNING",
             without_gossip=True,
             without_mingle=True,

@@ -1,4 +1,4 @@
-"""Dramatiq (Redis broker): actor.send, one worker process with 8 threads (its default).
+"""Dramatiq (Redis broker): actor.send, one worker process with 10 threads (equal settings).
 
 No bulk add. Priorities: Dramatiq's ``priority`` actor option (lower runs
 first) orders the messages a worker has prefetched; the priority drain uses
@@ -16,9 +16,7 @@ from typing import Any
 import dramatiq
 import harness
 from dramatiq.brokers.redis import RedisBroker
-from driver import LEVELS, System, main
-
-THREADS = 8
+from driver import DRAIN_CONCURRENCY, LEVELS, System, main, worker_concurrency
 
 
 def noop(seq: int, level: int) -> None:
@@ -48,7 +46,8 @@ class Dramatiq(System):
     module = "peers.dramatiq"
     blocking_add = True
     notes = (
-        f"one worker process, {THREADS} threads (default; priority drain: 1 thread)",
+        f"one worker process, {DRAIN_CONCURRENCY} threads (default 8; sweep: 1-100; "
+        "priority drain: 1 thread), default prefetch",
         "no bulk add; priority: actor option priority=level (orders prefetched messages)",
     )
 
@@ -72,7 +71,7 @@ class Dramatiq(System):
 
     def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
         broker, _ = declare(url)
-        worker = dramatiq.Worker(broker, worker_threads=1 if mode == "priority" else THREADS)
+        worker = dramatiq.Worker(broker, worker_threads=worker_concurrency(mode))
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         worker.start()

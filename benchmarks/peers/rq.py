@@ -28,7 +28,8 @@ class RQ(System):
     has_bulk = True
     blocking_add = True
     notes = (
-        "SimpleWorker (one job at a time, no fork); default result_ttl",
+        "SimpleWorker (one job at a time, no fork); default result_ttl; RQ has no "
+        "in-process concurrency, so drain and every drain_sweep level run one job at a time",
         "add_bulk: Queue.enqueue_many (one pipeline per 1000 jobs); "
         "priority: one queue per level, worker listens to p0..p3 in order",
     )

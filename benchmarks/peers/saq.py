@@ -13,10 +13,8 @@ from importlib.metadata import version
 from typing import Any
 
 import harness
-from driver import Item, System, main
+from driver import DRAIN_CONCURRENCY, Item, System, main, worker_concurrency
 from saq import Queue, Worker
-
-CONCURRENCY = 10
 
 
 async def noop(ctx: dict[str, Any], *, seq: int, level: int) -> None:
@@ -27,7 +25,7 @@ class Saq(System):
     name = "saq"
     module = "peers.saq"
     notes = (
-        f"Worker concurrency {CONCURRENCY} (default; priority drain: 1)",
+        f"Worker concurrency {DRAIN_CONCURRENCY} (default; sweep: 1-100; priority drain: 1)",
         "no bulk add; no priorities on Redis (FIFO)",
     )
 
@@ -54,7 +52,7 @@ class Saq(System):
             await asyncio.gather(*(self.add_one(s, p) for s, p in items[start : start + 200]))
 
     def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
-        asyncio.run(_serve(url, 1 if mode == "priority" else CONCURRENCY))
+        asyncio.run(_serve(url, worker_concurrency(mode)))
 
 
 async def _serve(url: str, concurrency: int) -> None:

@@ -13,11 +13,9 @@ from importlib.metadata import version
 from typing import Any
 
 import harness
-from driver import Item, System, main
+from driver import DRAIN_CONCURRENCY, Item, System, main, worker_concurrency
 from taskiq.api import run_receiver_task
 from taskiq_redis import RedisStreamBroker
-
-MAX_ASYNC = 100
 
 
 async def noop(seq: int, level: int) -> None:
@@ -33,8 +31,8 @@ class TaskiqRedis(System):
     name = "taskiq-redis"
     module = "peers.taskiq_redis"
     notes = (
-        f"RedisStreamBroker; receiver max_async_tasks={MAX_ASYNC} (CLI default; priority "
-        "drain: 1), one process",
+        f"RedisStreamBroker; receiver max_async_tasks={DRAIN_CONCURRENCY} (CLI default 100: "
+        "see drain_sweep; priority drain: 1), one process, default prefetch",
         "no bulk add; no priorities (FIFO)",
     )
 
@@ -62,7 +60,7 @@ class TaskiqRedis(System):
             await asyncio.gather(*(self.add_one(s, p) for s, p in items[start : start + 200]))
 
     def run_worker(self, url: str, mode: str, tally: harness.Tally) -> None:
-        asyncio.run(_serve(url, 1 if mode == "priority" else MAX_ASYNC))
+        asyncio.run(_serve(url, worker_concurrency(mode)))
 
 
 async def _serve(url: str, max_async: int) -> None:

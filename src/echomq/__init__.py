@@ -26,6 +26,7 @@ from echomq.errors import (
     ServerError,
     WaitTimeout,
 )
+from echomq.events import Event
 from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
@@ -43,6 +44,7 @@ __all__ = [
     "Backoff",
     "DependencyFailed",
     "EchoMQError",
+    "Event",
     "FormatTooNew",
     "InvalidDelay",
     "InvalidDependency",

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from echomq.scripts import Script
+from echomq.scripts.library import READ_ONLY, function_name
 
 T = TypeVar("T")
+
+#: how a script call goes on the wire: as a function of the library (FCALL, or
+#: FCALL_RO for a read-only script), by SHA1 (EVALSHA), or with its source (EVAL).
+Form = Literal["FCALL", "EVALSHA", "EVAL"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +39,20 @@ class Call(Generic[T]):
     durable: float | None = None
     blocks: float | None = None
 
-    def wire(self, *, by_sha: bool = True) -> tuple[Any, ...]:
-        """The command to send: EVALSHA (or, after NOSCRIPT, EVAL with the source)
-        for a script call, else the plain command."""
+    def wire(self, form: Form | None = None, *, by_sha: bool = True) -> tuple[Any, ...]:
+        """The command to send: for a script call, the script in ``form`` (default
+        EVALSHA, or EVAL if ``by_sha`` is False); else the plain command.
+        echomq.sending.scripts decides the form and what to do when the server
+        does not know the script or function yet."""
         if self.script is None:
             return self.command
-        head = ("EVALSHA", self.script.sha) if by_sha else ("EVAL", self.script.source)
+        form = form or ("EVALSHA" if by_sha else "EVAL")
+        head: tuple[str, str]
+        if form == "FCALL":
+            name = self.script.name
+            head = ("FCALL_RO" if name in READ_ONLY else "FCALL", function_name(name))
+        elif form == "EVALSHA":
+            head = ("EVALSHA", self.script.sha)
+        else:
+            head = ("EVAL", self.script.source)
         return (*head, len(self.keys), *self.keys, *self.args)

@@ -15,9 +15,9 @@ them; ``valkey://`` and ``valkeys://`` are accepted as their aliases.
 redis-py's cluster clients, which discover the other nodes, route every
 command by its key's slot, follow MOVED/ASK and re-read the topology after a
 failover. Every key of a queue shares the hash tag ``{queue}``, so each
-script runs on the one primary that owns the queue's slot; EVALSHA falls back
-to EVAL on NOSCRIPT, which loads the script on whichever node runs it (a
-freshly promoted replica included). A cluster has only database 0.
+script runs on the one primary that owns the queue's slot; a primary without
+echomq's function library gets it loaded on first use (echomq.sending.scripts).
+A cluster has only database 0.
 
 Both clients decode replies to ``str`` (keys and payloads are UTF-8 JSON),
 use bounded socket timeouts so a dead or paused server surfaces as an error

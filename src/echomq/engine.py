@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 import orjson
@@ -33,6 +34,7 @@ from echomq.errors import (
     OrderingMismatch,
     raise_for_code,
 )
+from echomq.events import EventPage, check_event_id, parse_page
 from echomq.job import (
     LISTED_STATES,
     Job,
@@ -89,6 +91,10 @@ MIN_BLOCK = 0.002
 #: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
 #: traceback and progress, and cuts the error to this many bytes on the server.
 SUMMARY_ERROR_BYTES = 1024
+#: stream entries one read of the event stream returns by default, and at most
+#: (an entry holds up to 500 events: includes/events.lua).
+EVENT_PAGE = 20
+MAX_EVENT_PAGE = 200
 #: fail.lua's retry delay that stands for "the queue's backoff" (computed by the script).
 BACKOFF_DELAY = -2
 #: the longest wait() (seconds): a day.
@@ -572,11 +578,10 @@ class Engine:
             now = _ms(r[5])
             assert now is not None
             report = MaintenanceReport(
-                int(r[0]), int(r[1]), int(r[2]), _ms(r[3]), _ms(r[4]), now, 0, 0, _ms(r[6])
+                int(r[0]), int(r[1]), int(r[2]), _ms(r[3]), _ms(r[4]), now, 0, 0, _ms(r[7])
             )
-            if len(r) > 9:
-                report = replace(report, released=int(r[8]), releasing=int(r[9]))
-            due = r[7]
+            report = replace(report, released=int(r[9]), releasing=int(r[10]))
+            due = r[8]
             fires = fires_to_make(due, int(r[5]))
             if not fires:
                 return replace(report, next_schedule=None) if due else report
@@ -822,6 +827,36 @@ class Engine:
             return "stop" if str(reply[0]) == stop_key else "ring"
 
         return Call(parse=parse, command=("BLPOP", stop_key, self.keys.wake, block), blocks=block)
+
+    # -- events ----------------------------------------------------------------
+    def read_events(self, after: str | None, count: int = EVENT_PAGE) -> Call[EventPage]:
+        """One page of the queue's event stream after event id ``after`` (exclusive;
+        None: no events, the cursor is the last event's id, i.e. "from now"): at
+        most ``count`` stream entries (an entry holds the events of one call)."""
+        cursor = "" if after is None else check_event_id(after)
+        check_int("count", count, 1, MAX_EVENT_PAGE)
+        return self._script(
+            "readEvents", partial(parse_page, after=cursor, count=count), cursor, str(count)
+        )
+
+    def wait_for_events(self, after: str, timeout: float, longest: float) -> Call[bool]:
+        """Block up to ``timeout`` seconds (at most ``longest``) until the stream has
+        an event after ``after``; True if one came."""
+        block_ms = max(1, math.ceil(min(timeout, longest) * 1000))
+        return Call(
+            parse=lambda reply: bool(reply),
+            command=(
+                "XREAD",
+                "COUNT",
+                1,
+                "BLOCK",
+                block_ms,
+                "STREAMS",
+                self.keys.events,
+                f"{after}-0",
+            ),
+            blocks=block_ms / 1000,
+        )
 
     def ring(self) -> Call[None]:
         """Wake one idle worker (the doorbell keeps one element, like the scripts' ring)."""

@@ -145,6 +145,12 @@ class QueueKeys:
         return self._part("waiters")
 
     @property
+    def renumber(self) -> str:
+        """zset: job id → arrival counter, the index of a renumbering of the
+        arrival counter in progress (docs/ordering.md); absent otherwise."""
+        return self._part("renumber")
+
+    @property
     def schedules(self) -> str:
         """hash: schedule id → its definition (JSON: timing, job, revision)."""
         return self._part("schedules")
@@ -213,6 +219,7 @@ class QueueKeys:
             self.settings,
             self.events,
             self.waiters,
+            self.renumber,
             self.schedules,
             self.fires,
             self.fired,

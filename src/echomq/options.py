@@ -97,6 +97,8 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
         "InvalidOption",
     ),
     ("jobs() page", "offset 0 … 10^9, count 1 … 10,000", "InvalidOption"),
+    ("event id (events(after=…), read_events)", "an Event.id: 1 … 16 decimal digits", "InvalidId"),
+    ("read_events count", "an integer 1 … 200 (stream entries)", "InvalidOption"),
     ("wait timeout", "seconds 0 … 86,400 (a day), finite", "InvalidOption"),
     (
         "configure settings",

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.call import Call
 from echomq.connection import AsyncClient
 from echomq.engine import AddOptions, Engine, JobOptions, NewJob, Wake
+from echomq.events import Event
 from echomq.job import Job
 from echomq.sending import AsyncSender
 from echomq.sending.batching import AddBatcher
+from echomq.sending.events import follow_async
 from echomq.sending.waiters import AsyncWaits
 from echomq.shell import QueueShell, sends_async, sends_steps_async
 from echomq.tasks import Task, TaskSettings, task_options
@@ -87,6 +89,15 @@ class Queue(QueueShell[AsyncSender]):
     ring_stop_bell = sends_async(Engine.ring_stop_bell)
     cancel = sends_async(Engine.cancel)
     dependency_results = sends_async(Engine.dependency_results)
+    read_events = sends_async(Engine.read_events)
+
+    def events(self, after: str | None = None) -> AsyncIterator[Event]:
+        """The queue's events as they happen (``async for event in q.events()``):
+        from now on, or after event id ``after`` (exclusive; an id already
+        trimmed resumes at the oldest retained event, after an Event of kind
+        ``missed``). See echomq.events and docs/lifecycle.md."""
+        return follow_async(self.sender, self.engine, after)
+
     configure = sends_async(Engine.configure)
     settings = sends_async(Engine.settings)
 

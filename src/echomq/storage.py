@@ -12,10 +12,11 @@ its queue first connects, and
 - would upgrade an older format (format 1 is the first, so none exists yet:
   the client that introduces format 2 carries the step from 1).
 
-Scripts are sent by their SHA1 (EVALSHA), so a script's name is its content:
+Scripts go as functions of a library named by a hash of its text (or, on a
+server without functions, by their SHA1), so the code's name is its content:
 a newer client's scripts never replace the ones an older client runs. The
 format is part of every script's text (includes/format.lua), so two formats
-never share a SHA. docs/design.md §9 describes the upgrade path and what a
+never share a name. docs/design.md §9 describes the upgrade path and what a
 rolling deploy of mixed versions may do.
 """
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Engine
+from echomq.events import Event
 from echomq.job import Job
 from echomq.sending import SyncSender
+from echomq.sending.events import follow
 from echomq.sending.waiters import SyncWaits
 from echomq.shell import QueueShell, sends, sends_steps
 from echomq.tasks import SyncTask, TaskSettings, task_options
@@ -65,6 +67,13 @@ class SyncQueue(QueueShell[SyncSender]):
     exists = sends(Engine.exists)
     cancel = sends(Engine.cancel)
     dependency_results = sends(Engine.dependency_results)
+    read_events = sends(Engine.read_events)
+
+    def events(self, after: str | None = None) -> Iterator[Event]:
+        """The queue's events as they happen (a blocking iterator): from now on, or
+        after event id ``after`` (see Queue.events)."""
+        return follow(self.sender, self.engine, after)
+
     configure = sends(Engine.configure)
     settings = sends(Engine.settings)
 

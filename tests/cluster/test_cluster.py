@@ -13,9 +13,10 @@ from collections import defaultdict
 
 import pytest
 
+from commandstats import script_calls as count_script_calls
 from echomq import NotReplicated, Queue, SyncQueue, Worker
 from echomq.keys import QueueKeys
-from echomq.scripts import script
+from echomq.scripts.library import library
 from failover import (
     FailoverReport,
     StalledReplicaAdd,
@@ -138,13 +139,12 @@ def test_scripts_are_loaded_on_every_primary_that_runs_them(
             assert len(q.claim(1)) == 1
     for port in chosen:
         with local_cluster.node_on(port).client() as client:
-            assert client.script_exists(script("add").sha, script("claim").sha) == [True, True]
+            assert client.function_list(library().name) != []
 
 
 def script_calls(node: PrivateServer) -> int:
     with node.client() as client:
-        stats = client.info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+        return count_script_calls(client)
 
 
 def test_scripts_go_straight_to_the_primary_of_the_queue(
@@ -174,9 +174,10 @@ def test_a_primary_that_lost_its_scripts_gets_them_again(
         owner = local_cluster.primary_for_slot(key_slot(queue_name))
         assert owner is not None
         with owner.client() as client:
-            client.script_flush()  # as on a replica just promoted: an empty script cache
-            assert q.add("j") and len(q.claim(2)) == 2  # NOSCRIPT, then EVAL
-            assert client.script_exists(script("add").sha) == [True]
+            client.script_flush()  # as on a node that lost its scripts and functions
+            client.function_flush()
+            assert q.add("j") and len(q.claim(2)) == 2  # not found, FUNCTION LOAD, FCALL again
+            assert client.function_list(library().name) != []
 
 
 async def test_an_idle_worker_blocks_on_the_node_of_its_queue(

@@ -29,11 +29,13 @@ import redis
 from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
+from echomq.scripts import budget
 from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
 from servers import PrivateServer, server_binary
 
 MIGRATE_TIMEOUT_MS = 5000
+RENUMBER_AT = budget("renumber", "RENUMBER_AT")
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +189,15 @@ def _release_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.complete_many([(b.active[0], 1)]), b.q.engine.keys.lane("a")
 
 
+def _renumbering(b: Busy) -> tuple[Call[Any], str]:
+    """A renumbering past its scan (includes/renumber.lua): the claim's step
+    would renumber a waiting job of lane a that it does not lease; its hash moved."""
+    b.q.client().set(b.q.engine.keys.counter, RENUMBER_AT + 100)
+    b.q.maintain()  # starts the renumbering; the scan of this small queue ends at once
+    assert b.q.client().hget(b.q.engine.keys.meta, "rn") in ("compact", b"compact")
+    return b.q.engine.claim(1, 30.0), _job_key(b, _waiting_ids(b, "a")[3])
+
+
 SCENARIOS: dict[str, Scenario] = {
     "complete_releases": _release_into_moved_lane,
     "fire_schedules": _fire_into_moved_lane,
@@ -215,6 +226,7 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "retry_dead": lambda b: (b.q.engine.retry_dead(b.dead), _job_key(b, b.dead[1])),
     "purge_dead": lambda b: (b.q.engine.purge_dead(b.dead), _job_key(b, b.dead[1])),
+    "renumbering_claim": _renumbering,
     # a wait registers on a running job, whose hash moved
     "wait": lambda b: (b.q.engine.watch(b.active[0].id, 5.0), _job_key(b, b.active[0].id)),
     # maintenance would promote "soon" first; the completed job it prunes moved

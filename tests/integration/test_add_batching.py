@@ -7,14 +7,14 @@ import asyncio
 import pytest
 import redis
 
+from commandstats import script_calls
 from echomq import InvalidPriority, NotReplicated, Queue
 from echomq.sending import batching
 
 
 def add_calls(client: redis.Redis) -> int:
-    """Script calls the server has run so far (EVALSHA + EVAL)."""
-    stats = client.info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+    """Script calls the server has run so far (FCALL, or EVALSHA + EVAL)."""
+    return script_calls(client)
 
 
 @pytest.mark.no_cluster("INFO commandstats counts one server's calls")

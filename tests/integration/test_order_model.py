@@ -38,7 +38,8 @@ from echomq import SyncQueue, connection
 from echomq.job import Job, State
 from echomq.keys import QueueKeys, lane_of
 from echomq.options import Ordering
-from echomq.score import MAX_COUNTER, MAX_TIER
+from echomq.score import MAX_TIER
+from echomq.scripts import budget
 from model import NEVER, Group, OrderModel
 
 CI = bool(os.environ.get("CI")) or os.environ.get("HYPOTHESIS_PROFILE") == "ci"
@@ -52,6 +53,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 PROFILE = settings.get_profile("order-model")
+RENUMBER_AT = budget("renumber", "RENUMBER_AT")  # a renumbering starts past this counter
 
 ORDERINGS: tuple[Ordering, ...] = ("composite", "mint")
 SHORT = 0.001  # seconds: a delay or lease that is waited out before the next operation
@@ -497,13 +499,14 @@ def test_claims_follow_the_model(
     ),
     headroom=st.integers(0, 12),
 )
-# the counter passes 2^32 - 1 while job 1 is leased: renumbering must include
-# it, so when its lease runs out it comes back ahead of job 2
+# the counter passes 2^31 while job 1 is leased: the renumbering (in steps,
+# includes/renumber.lua) must include it, so when its lease runs out it comes
+# back ahead of job 2
 @example(program=[Add(0, "a"), Stall(1), Add(0, "a"), Claim(2)], headroom=1)
 def test_counter_renumbering_keeps_the_order(
     client: connection.SyncClient, queue_name: str, program: list[Op], headroom: int
 ) -> None:
-    """Near 2^32 the arrival counter is renumbered; the order theorem must not notice.
+    """Past 2^31 the arrival counter is renumbered in steps; the order theorem must not notice.
 
     Stalls and delays matter here: a leased job renumbered with the waiting
     ones must still come back to its old place when its lease runs out, and a
@@ -514,7 +517,7 @@ def test_counter_renumbering_keeps_the_order(
         # idle, so the counter is renumbered, not re-based (includes/lanes.lua)
         queue.add("anchor")
         assert len(queue.claim(1, lease=3600.0)) == 1
-        client.set(queue.engine.keys.counter, MAX_COUNTER - headroom)
+        client.set(queue.engine.keys.counter, RENUMBER_AT - headroom)
         Lockstep(queue, OrderModel("composite"), anchors=1).run(program)
 
 

@@ -148,6 +148,7 @@ def test_nothing_is_left_behind_after_completion(
     keys = set(redis_client.scan_iter(match=f"emq:{{{q.name}}}:*"))
     idem = {q.engine.keys.idem(f"k{i}") for i in range(10)}
     fixed = {q.engine.keys.meta, q.engine.keys.counter, q.engine.keys.weights, q.engine.keys.wake}
+    fixed.add(q.engine.keys.events)  # capped at event_stream_length (docs/lifecycle.md)
     assert keys == fixed | idem
     # idempotency keys only outlive their jobs by the retention age (a TTL)
     assert all(0 < redis_client.pttl(k) <= 86_400_000 for k in idem)

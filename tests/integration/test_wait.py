@@ -12,6 +12,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from clock import wait_past
+from commandstats import SCRIPT_COMMANDS
 from echomq import (
     EchoMQError,
     JobNotFound,
@@ -154,7 +155,7 @@ def _calls(client: Any) -> tuple[int, int]:
     """(script calls, every command) the server has run so far (INFO commandstats,
     INFO itself excluded; commands a script runs count too)."""
     stats = client.info("commandstats")
-    scripts = sum(stats.get(k, {}).get("calls", 0) for k in ("cmdstat_evalsha", "cmdstat_eval"))
+    scripts = sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in SCRIPT_COMMANDS)
     total = sum(v["calls"] for k, v in stats.items() if not k.startswith("cmdstat_info"))
     return scripts, total
 

@@ -228,7 +228,7 @@ def test_stats_and_lanes(engine: Engine) -> None:
 
 
 def test_maintain_report(engine: Engine) -> None:
-    report = engine.maintain().parse([1, 2, 3, MS, -1, MS, -1, []])
+    report = engine.maintain().parse([1, 2, 3, MS, -1, MS, 0, -1, [], 0, 0])
     assert isinstance(report, MaintenanceReport)
     assert report.next_schedule is None and report.fired == 0
     assert (report.promoted, report.reaped, report.pruned) == (1, 2, 3)

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "remove": "echomq.cli.jobs:remove",
     "queues": "echomq.cli.queues:queues",
     "stats": "echomq.cli.stats:stats",
+    "events": "echomq.cli.events:events",
     "lanes": "echomq.cli.stats:lanes",
     "weight": "echomq.cli.stats:weight",
     "pause": "echomq.cli.queues:pause",
@@ -76,6 +77,7 @@ def cli() -> None:
       echomq worker myapp.tasks:handlers --concurrency 20
       echomq queues
       echomq stats --watch
+      echomq events --follow
       echomq score encode 2 7
 
     \b

@@ -27,6 +27,8 @@ from echomq.web import LOOPBACK_HOSTS, TOKEN_ENV
 
 #: where a --token given in argv comes from (click's parameter source)
 COMMAND_LINE = ParameterSource.COMMANDLINE
+#: seconds a stopping dashboard waits for open requests (an event stream never ends by itself).
+SHUTDOWN_GRACE = 2
 
 
 def is_loopback(host: str) -> bool:
@@ -107,7 +109,8 @@ def read_token_file(path: Path) -> str:
     default=2.0,
     show_default=True,
     type=click.FloatRange(0.2, 60),
-    help="Seconds between samples and page refreshes.",
+    help="Seconds between throughput samples (and page refreshes while a page's "
+    "live event stream is down; with it up, events drive the page).",
 )
 def dashboard(
     url: str | None,
@@ -163,4 +166,12 @@ def dashboard(
             f"warning: listening on {host}: anyone who can reach it can read the queues", err=True
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app,
+        host=host.strip("[]"),
+        port=port,
+        log_level="warning",
+        access_log=False,
+        # an open tab's event stream must not hold a stopping dashboard up
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )

@@ -6,9 +6,10 @@ KEYS); its header lists every KEYS[i], ARGV[i] and return value. Adding a
 fixed key therefore renames no script. A line ``-- @include NAME`` is replaced by
 ``includes/NAME.lua`` when the script is loaded, and every script starts
 with a line naming the stored format it was written for (echomq.storage),
-so scripts of two formats never share a SHA1. Scripts are sent by SHA1
-(EVALSHA); a server that does not know a script yet (first use, restart,
-failover) gets its source once (echomq.sending).
+so scripts of two formats never share a SHA1. The scripts go as one function
+library built from these files (echomq.scripts.library, FCALL), or by SHA1
+(EVALSHA) on a server without functions; a server that does not know them
+yet (first use, restart) gets them once (echomq.sending.scripts).
 """
 
 from __future__ import annotations

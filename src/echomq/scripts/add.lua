@@ -24,7 +24,9 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
+-- @include renumber
 -- @include format
 
 local requested = ARGV[7]
@@ -76,7 +78,11 @@ for i, job in ipairs(jobs) do
   end
 end
 
+-- a step of a renumbering in progress (includes/renumber.lua), read here too
+local renumber_step = read_renumber(#jobs)
+
 -- write phase
+apply_renumber(renumber_step)
 if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
 if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
@@ -125,11 +131,13 @@ for i, job in ipairs(jobs) do
       ring_if_earliest(fire)
       redis.call("ZADD", K_DELAYED, at, id)
       redis.call("HSET", job_key(id), unpack(fields))
+      emit("added", id, lane, "nx", at)
     else
       local score = fmt(arrival_score(requested, tier))
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "waiting", "sc", score
       redis.call("HSET", job_key(id), unpack(fields))
       enter_lane(lane, id, score)
+      emit("added", id, lane)
     end
     ids[i] = id
     created = created + 1
@@ -140,4 +148,5 @@ if created > 0 then
   redis.call("HSET", K_META, "last", created_at) -- last activity (stats)
 end
 flush_waiting()
+flush_events()
 return ids

@@ -17,6 +17,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include retention
 
@@ -28,6 +29,7 @@ local state, lane = f[1], f[2] or ""
 if state == "completed" or state == "dead" then return "finished" end
 local idem = state ~= "active" and read_idem(id)
 local now = now_ms()
+emit("cancelled", id, lane)
 if state == "active" then
   redis.call("ZREM", K_ACTIVE, id)
   -- the lease that ran it: its heartbeat is told it was cancelled, not lost
@@ -38,9 +40,11 @@ if state == "active" then
     redis.call("HSET", jk, "s", "failed", "at", fire, "e", "Cancelled: retried after the run stops")
     redis.call("ZADD", K_DELAYED, fire, id)
     redis.call("ZADD", K_RETRYING, fire, id)
+    emit("retrying", id, lane, "e", "Cancelled: retried after the run stops", "nx", fire)
   else
     bury(id, now, "Cancelled: stopped by cancel() while it ran")
   end
+  flush_events()
   return "stopped"
 end
 if state == "waiting" then
@@ -55,5 +59,7 @@ redis.call("ZREM", K_RETRYING, id)
 redis.call("ZREM", K_BLOCKED, id)
 drop_job(id, idem)
 orphan_dependents(id, f[5], now)
+emit("removed", id, lane)
 flush_waiting()
+flush_events()
 return "removed"

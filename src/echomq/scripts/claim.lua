@@ -1,5 +1,7 @@
--- claim: promote due jobs, return expired leases (each up to a fixed budget
--- per call, earliest first: includes/time.lua), then lease up to n jobs in
+-- claim: promote due jobs, return expired leases (each at most n + 50 and a
+-- fixed budget per call, earliest first: includes/time.lua), go on with a
+-- renumbering of the arrival counter if one runs (includes/renumber.lua),
+-- then lease up to n jobs in
 -- the order of the weighted rotation (docs/design.md §3).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
@@ -21,7 +23,9 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
+-- @include renumber
 -- @include retention
 -- @include time
 
@@ -143,15 +147,18 @@ end
 local now = now_ms()
 -- promote due jobs and return expired leases, at most a budget of each
 -- (includes/time.lua), both read before the first write
-local due = read_due(now)
-local expired = read_expired(now, false)
+local due = read_due(now, claim_budget(n))
+local expired = read_expired(now, false, claim_budget(n))
+local renumber_step = read_renumber(#due.ids)
 local paused = redis.call("HGET", K_META, "paused") == "1"
 if not paused then foresee_claim(due, expired) end
+apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
 reap(expired, now)
 flush_lanes()
 if paused then
   flush_waiting()
+  flush_events()
   return {}
 end
 
@@ -177,6 +184,7 @@ local function lease(id)
   local h = redis.call("HMGET", jk, "n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st",
     "k", "at", "pg", "cl", "x", "h", "si", "sf")
   if h[16] and tonumber(h[16]) <= now then
+    emit("expired", id, h[4])
     bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")
     expired = expired + 1
     return false
@@ -184,6 +192,7 @@ local function lease(id)
   local attempts, claims = (tonumber(h[5]) or 0) + 1, (tonumber(h[15]) or 0) + 1
   redis.call("HSET", jk, "s", "active", "a", attempts, "cl", claims, "l", deadline,
     "ca", claimed_at)
+  emit("claimed", id, h[4], "a", attempts)
   h[5], h[15] = attempts, claims
   table.insert(h, 1, id)
   active[#active + 1] = deadline
@@ -248,5 +257,6 @@ for lane, count in pairs(served) do
   if count then redis.call("HINCRBY", K_SERVED, lane, count) end
 end
 flush_waiting()
+flush_events()
 if #out == 2 then return {} end
 return out

@@ -18,6 +18,7 @@
 -- @include keys
 -- @include clock
 -- @include lanes
+-- @include events
 -- @include retention
 -- @include lease
 -- @include dependencies
@@ -34,11 +35,11 @@ for i, item in ipairs(items) do
   if first_of[id] then
     out[i] = first_of[id]  -- the same job twice in one call: answered as the first
   else
-    local jk, key_or_err = check_lease(id, token, now)
+    local jk, key_or_err, lane = check_lease(id, token, now)
     if jk then
       if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
       done_ids[#done_ids + 1] = id
-      done_idem[#done_idem + 1] = {jk, key_or_err, item[3]}
+      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane}
       out[i] = now
     else
       -- a retried call whose first reply was lost: the same lease already completed it
@@ -62,6 +63,7 @@ for i, id in ipairs(done_ids) do
   local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
   redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
   expire_idem(key, OPT.keep_completed_ms)
+  emit("completed", id, done_idem[i][4], "rs", #result)
   done_pairs[#done_pairs + 1] = stamp
   done_pairs[#done_pairs + 1] = id
 end
@@ -72,5 +74,6 @@ redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
 apply_releases(releases, now)
 flush_waiting()
+flush_events()
 for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out

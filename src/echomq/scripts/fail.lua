@@ -19,6 +19,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include retention
 -- @include lease
@@ -27,7 +28,7 @@
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
 -- read phase: the job, its idempotency key and (if it dies) the pruning
-local jk, key_or_err = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane = check_lease(id, ARGV[8], now)
 if not jk then
   -- a retried call whose first reply was lost: the same lease already failed it
   local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[8], {failed = true, dead = true})
@@ -55,6 +56,8 @@ if retry then
   redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)
+  emit("retrying", id, lane, "a", f[1], "e", event_error(ARGV[9]), "nx", fire)
+  flush_events()
   return {"failed", fire}
 end
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
@@ -62,5 +65,7 @@ expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
 orphan_dependents(id, f[3], now)
+emit("dead", id, lane, "a", f[1], "e", event_error(ARGV[9]))
+flush_events()
 wake_waiters(id, now)
 return {"dead", fmt(now)}

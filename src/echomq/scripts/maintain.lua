@@ -1,24 +1,27 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
 -- promote due delayed jobs, return expired leases, prune finished jobs and
--- expired wait() entries, release the dependents of completed jobs
--- (includes/dependencies.lua), each at most a fixed budget per call
--- (includes/time.lua, retention.lua); a
--- next_fire or next_deadline at or before now_ms says more is due at once.
--- It also reads (never fires) the schedules that are due, at most
--- ARGV[7] of them: the client computes their next fire times and fires them
--- with fireSchedules (a compare-and-set each).
+-- expired wait() entries, go on with a renumbering of the arrival counter,
+-- release the dependents of completed jobs (includes/dependencies.lua), each
+-- at most a fixed budget per call (includes/time.lua, retention.lua,
+-- renumber.lua); a next_fire or next_deadline at or before now_ms says more
+-- is due at once. It also reads (never fires) the schedules that are due, at
+-- most ARGV[7] of them: the client computes their next fire times and fires
+-- them with fireSchedules (a compare-and-set each).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     the most due schedules to return
 --
 -- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms,
+--           job hashes renumbered (includes/renumber.lua),
 --           earliest schedule fire ms or -1, {id, fire ms, definition JSON, ...} due,
 --           dependents released, completed jobs with dependents still to release}
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
+-- @include renumber
 -- @include retention
 -- @include time
 -- @include dependencies
@@ -31,11 +34,14 @@ local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.kee
 -- completed jobs with dependents left to release (more than one call's budget)
 local releasing = redis.call("ZRANGEBYSCORE", K_RELEASING, "-inf", fmt(now), "LIMIT", 0, 100)
 local releases = read_releases(releasing, RELEASE_BUDGET, {})
+local renumber_step = read_renumber(#due.ids)
+local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
 local reaped = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 local released = apply_releases(releases, now)
 flush_waiting()
+flush_events()
 prune_waiters(now)
 local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
@@ -52,4 +58,4 @@ if ns[2] and tonumber(ns[2]) <= now then
 end
 local more_releases = redis.call("ZCOUNT", K_RELEASING, "-inf", fmt(now))
 return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now),
-  ns[2] and fmt(tonumber(ns[2])) or "-1", due_schedules, released, more_releases}
+  renumbered, ns[2] and fmt(tonumber(ns[2])) or "-1", due_schedules, released, more_releases}

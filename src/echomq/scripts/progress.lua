@@ -11,10 +11,17 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lease
 
 local now = now_ms()
-local jk, key_or_err = check_lease(ARGV[7], ARGV[8], now)
+local jk, key_or_err, lane = check_lease(ARGV[7], ARGV[8], now)
 if not jk then return key_or_err end
 redis.call("HSET", jk, "pg", ARGV[9])
+if #ARGV[9] <= PROGRESS_BYTES then
+  emit("progress", ARGV[7], lane, "pg", ARGV[9])
+else
+  emit("progress", ARGV[7], lane)
+end
+flush_events()
 return 1

@@ -9,6 +9,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include retention
 
 local ids = {}
@@ -17,15 +18,19 @@ if #ids == 0 then
   ids = redis.call("ZRANGE", K_DEAD, 0, tonumber(ARGV[7]) - 1)
 end
 -- read phase: which ids are dead, and their idempotency keys
-local victims, idems, seen = {}, {}, {}
+local victims, idems, lanes, seen = {}, {}, {}, {}
 for _, id in ipairs(ids) do
   if not seen[id] and redis.call("ZSCORE", K_DEAD, id) then
     seen[id] = true
     victims[#victims + 1] = id
-    idems[#idems + 1] = read_idem(id)
+    idems[#victims], lanes[#victims] = read_idem(id)
   end
 end
 -- write phase
 if #victims > 0 then call_chunked("ZREM", K_DEAD, victims, 1) end
-for i, id in ipairs(victims) do drop_job(id, idems[i]) end
+for i, id in ipairs(victims) do
+  drop_job(id, idems[i])
+  emit("removed", id, lanes[i])
+end
+flush_events()
 return victims

@@ -17,13 +17,14 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include lease
 
 local id = ARGV[7]
 local now = now_ms()
 -- read phase: the lease, the job's lane and place
-local jk, key_or_err = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
 local f = read_key("HMGET", jk, "g", "sc", "a")
 read_lane({}, f[1])
@@ -36,9 +37,13 @@ if delay > 0 then
   ring_if_earliest(fire)
   redis.call("HSET", jk, "s", "delayed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
+  emit("released", id, lane, "nx", fire)
+  flush_events()
   return 1
 end
 redis.call("HSET", jk, "s", "waiting")
 enter_lane(f[1], id, f[2])
+emit("released", id, lane)
 flush_waiting()
+flush_events()
 return 1

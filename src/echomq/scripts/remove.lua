@@ -9,6 +9,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include retention
 
@@ -32,5 +33,7 @@ end
 drop_job(id, idem)
 -- a completed job's dependents were released (or are being released) already
 if f[1] ~= "completed" then orphan_dependents(id, f[3], now_ms()) end
+emit("removed", id, f[2])
 flush_waiting()
+flush_events()
 return 1

@@ -9,6 +9,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 
 local ids = {}
@@ -41,6 +42,8 @@ for i, id in ipairs(moved) do
   redis.call("HDEL", jk, "f", "at")
   if f[3] then redis.call("PERSIST", idem_key(f[3])) end
   enter_lane(f[2], id, score)
+  emit("requeued", id, f[2])
 end
 flush_waiting()
+flush_events()
 return moved

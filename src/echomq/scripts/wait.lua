@@ -13,6 +13,7 @@
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include retention
 
 local id = ARGV[7]

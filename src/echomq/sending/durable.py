@@ -36,7 +36,8 @@ from redis.exceptions import ClusterDownError, MovedError, TryAgainError
 from echomq.call import Call
 from echomq.connection import AsyncClient, SyncClient
 from echomq.errors import NotReplicated
-from echomq.sending import pipelines
+from echomq.sending import pipelines, scripts
+from echomq.sending.scripts import ScriptForm
 
 T = TypeVar("T")
 
@@ -61,19 +62,19 @@ def _with_wait(call: Call[Any]) -> list[Call[Any]]:
     return [call, wait]
 
 
-async def send_async(client: AsyncClient, call: Call[T]) -> T:
+async def send_async(client: AsyncClient, form: ScriptForm, call: Call[T]) -> T:
     """Run ``call``'s script and ``WAIT`` on one connection; its parsed reply, or
     NotReplicated if no replica acknowledged it in time."""
     calls = _with_wait(call)
     if not isinstance(client, redis.asyncio.cluster.RedisCluster):
-        return _checked(call, await pipelines.send_async(pipelines.on_async_client(client), calls))
+        return _checked(call, await _send_async(pipelines.on_async_client(client), form, calls))
     for attempt in range(CLUSTER_ATTEMPTS):
         try:
             await client.initialize()  # a no-op once the topology is known
             node = client.get_node_from_key(call.keys[0])
             if node is None:
                 raise redis.ConnectionError(f"no node serves the slot of {call.keys[0]!r}")
-            replies = await pipelines.send_async(pipelines.on_cluster_node(node), calls)
+            replies = await _send_async(pipelines.on_cluster_node(node), form, calls)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             replies = [exc, exc]
         if not _must_reroute(replies) or attempt == CLUSTER_ATTEMPTS - 1:
@@ -84,16 +85,16 @@ async def send_async(client: AsyncClient, call: Call[T]) -> T:
     raise AssertionError("unreachable")
 
 
-def send(client: SyncClient, call: Call[T]) -> T:
+def send(client: SyncClient, form: ScriptForm, call: Call[T]) -> T:
     """The blocking :func:`send_async`."""
     calls = _with_wait(call)
     if not isinstance(client, redis.cluster.RedisCluster):
-        return _checked(call, pipelines.send(pipelines.on_client(client), calls))
+        return _checked(call, _send(pipelines.on_client(client), form, calls))
     for attempt in range(CLUSTER_ATTEMPTS):
         try:
             node = client.get_node_from_key(call.keys[0])  # type: ignore[no-untyped-call]
             on_node = pipelines.on_client(client.get_redis_connection(node))
-            replies = pipelines.send(on_node, calls)
+            replies = _send(on_node, form, calls)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             replies = [exc, exc]
         if not _must_reroute(replies) or attempt == CLUSTER_ATTEMPTS - 1:
@@ -102,6 +103,18 @@ def send(client: SyncClient, call: Call[T]) -> T:
         with contextlib.suppress(*TOPOLOGY_ERRORS):
             client.nodes_manager.initialize()
     raise AssertionError("unreachable")
+
+
+def _send(execute: scripts.Execute, form: ScriptForm, calls: list[Call[Any]]) -> list[Any]:
+    """``calls`` on one connection; the library, if missing, is loaded on that connection."""
+    return scripts.send(execute, pipelines.load_with(execute), form, calls)
+
+
+async def _send_async(
+    execute: scripts.AsyncExecute, form: ScriptForm, calls: list[Call[Any]]
+) -> list[Any]:
+    """The asyncio :func:`_send`."""
+    return await scripts.send_async(execute, pipelines.load_with_async(execute), form, calls)
 
 
 def _checked(call: Call[T], replies: list[Any]) -> T:

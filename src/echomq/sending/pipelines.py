@@ -1,51 +1,23 @@
-"""Several calls on one connection, in one round trip, and the NOSCRIPT rule for them.
+"""Ways to send raw commands on one connection (one round trip for several), and to load
+the function library where they go.
 
-A server that does not know a script yet (first use, a restart, a failover)
-answers EVALSHA with NOSCRIPT. In a pipeline, the call that got it and
-everything after it are sent again, scripts by EVAL (which caches the script
-on that server): what came before it already ran, and must not run twice.
+Each ``Execute`` sends commands and returns their replies in order, errors as
+values; each ``Load`` loads the library where those commands go and returns
+the server's reply. echomq.sending.scripts uses the pair for its one rule
+(the server does not know a script or function yet).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
-from redis.exceptions import NoScriptError
+import redis.cluster
+from redis.exceptions import RedisError, ResponseError
 
-from echomq.call import Call
-
-#: sends raw commands on one connection; replies come back in order, errors as values.
-Execute = Callable[[list[tuple[Any, ...]]], list[Any]]
-AsyncExecute = Callable[[list[tuple[Any, ...]]], Awaitable[list[Any]]]
-
-
-def _first_unknown_script(replies: Sequence[Any]) -> int | None:
-    for i, reply in enumerate(replies):
-        if isinstance(reply, NoScriptError):
-            return i
-    return None
-
-
-def send(execute: Execute, calls: Sequence[Call[Any]]) -> list[Any]:
-    """The raw replies of ``calls`` sent together (errors as values)."""
-    replies = execute([call.wire() for call in calls])
-    unknown = _first_unknown_script(replies)
-    if unknown is not None:
-        replies[unknown:] = execute([call.wire(by_sha=False) for call in calls[unknown:]])
-    return replies
-
-
-async def send_async(execute: AsyncExecute, calls: Sequence[Call[Any]]) -> list[Any]:
-    """The asyncio :func:`send`."""
-    replies = await execute([call.wire() for call in calls])
-    unknown = _first_unknown_script(replies)
-    if unknown is not None:
-        replies[unknown:] = await execute([call.wire(by_sha=False) for call in calls[unknown:]])
-    return replies
+from echomq.sending.scripts import AsyncExecute, AsyncLoad, Execute, Load, load_command
 
 
 def on_client(client: redis.Redis) -> Execute:
@@ -82,6 +54,95 @@ def on_cluster_node(node: redis.asyncio.cluster.ClusterNode) -> AsyncExecute:
         return [command.result for command in sent]
 
     return execute
+
+
+#: commands without a key that load code: on a cluster client they go to every primary.
+_LOADS = frozenset({"SCRIPT", "FUNCTION"})
+
+
+def _worst(replies: list[Any]) -> Any:
+    """The first error that is not "already exists" (another client loaded the code
+    first), else the first reply that is not an error (a SHA1, a library name), else OK."""
+    for reply in replies:
+        if isinstance(reply, Exception) and "already exists" not in str(reply):
+            return reply
+    return next((r for r in replies if not isinstance(r, Exception)), "OK")
+
+
+def one_by_one(client: redis.Redis | redis.cluster.RedisCluster) -> Execute:
+    """Execute each command as its own call (a cluster client routes each by its key,
+    and sends SCRIPT/FUNCTION LOAD to every primary, as a call goes to its queue's
+    node); a server's error reply comes back as a value, a connection error raises
+    (of a load on a cluster: comes back as a value, so the calls go by EVAL)."""
+
+    def on_primaries(cluster: redis.cluster.RedisCluster, command: tuple[Any, ...]) -> Any:
+        replies: list[Any] = []
+        for node in cluster.get_primaries():  # type: ignore[no-untyped-call]
+            try:
+                replies.append(cluster.execute_command(*command, target_nodes=node))  # type: ignore[no-untyped-call]
+            except RedisError as exc:
+                replies.append(exc)
+        return _worst(replies)
+
+    def execute(commands: list[tuple[Any, ...]]) -> list[Any]:
+        replies: list[Any] = []
+        for command in commands:
+            try:
+                if isinstance(client, redis.cluster.RedisCluster) and command[0] in _LOADS:
+                    replies.append(on_primaries(client, command))
+                else:
+                    replies.append(client.execute_command(*command))  # type: ignore[no-untyped-call]
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
+
+    return execute
+
+
+def one_by_one_async(
+    client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster,
+) -> AsyncExecute:
+    """The asyncio :func:`one_by_one`."""
+
+    async def on_primaries(
+        cluster: redis.asyncio.cluster.RedisCluster, command: tuple[Any, ...]
+    ) -> Any:
+        replies: list[Any] = []
+        for node in cluster.get_primaries():
+            try:
+                replies.append(await cluster.execute_command(*command, target_nodes=node))
+            except RedisError as exc:
+                replies.append(exc)
+        return _worst(replies)
+
+    async def execute(commands: list[tuple[Any, ...]]) -> list[Any]:
+        replies: list[Any] = []
+        for command in commands:
+            try:
+                if isinstance(client, redis.asyncio.cluster.RedisCluster) and command[0] in _LOADS:
+                    replies.append(await on_primaries(client, command))
+                else:
+                    replies.append(await client.execute_command(*command))
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
+
+    return execute
+
+
+def load_with(execute: Execute) -> Load:
+    """Load the library with ``execute`` (where the calls it sends go); "already
+    exists" (another client loaded it first) is success."""
+    return lambda: _worst(execute([load_command()]))
+
+
+def load_with_async(execute: AsyncExecute) -> AsyncLoad:
+    """The asyncio :func:`load_with`."""
+
+    async def load() -> Any:
+        return _worst(await execute([load_command()]))
+
+    return load
 
 
 def raised(reply: Any) -> Any:

@@ -3,8 +3,10 @@
 An :class:`AsyncSender` (asyncio) or :class:`SyncSender` (blocking) owns one
 client and sends :class:`~echomq.call.Call` objects over it:
 
-- a script by EVALSHA, and by EVAL after NOSCRIPT (first use on a server, a
-  restart, a failover);
+- a script as a function of the library (FCALL), loading the library where
+  the server does not have it (first use, a restart, a new primary), or by
+  EVALSHA (SCRIPT LOAD after NOSCRIPT) on a server without functions
+  (:mod:`.scripts`, the one rule);
 - a durable call with ``WAIT`` on the same connection (:mod:`.durable`);
 - a blocking wait and the call that follows it in one pipeline
   (:meth:`AsyncSender.send_after`, the worker's doorbell);
@@ -24,12 +26,11 @@ from typing import Any, Generic, TypeVar
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from redis.exceptions import NoScriptError
 
 from echomq import connection
 from echomq.call import Call
 from echomq.connection import AsyncClient, SyncClient
-from echomq.sending import durable, pipelines
+from echomq.sending import durable, pipelines, scripts
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -46,13 +47,15 @@ MAX_BLOCK = 60.0
 
 
 class _Sender(Generic[ClientT]):
-    """What both senders hold: the url, the client (maybe given) and the greeting."""
+    """What both senders hold: the url, the client (maybe given), the greeting, and
+    how scripts go (``scripts.functions``: by FCALL while True, else by EVALSHA)."""
 
     def __init__(self, url: str | None, client: ClientT | None, greeting: Call[Any] | None) -> None:
         self.url = url
         self._client = client
         self._owns_client = client is None
         self._greeting = greeting
+        self.scripts = scripts.ScriptForm()
 
     @property
     def owns_client(self) -> bool:
@@ -117,16 +120,16 @@ class AsyncSender(_Sender[AsyncClient]):
         """Send one call and parse its reply."""
         client = await self.client()
         if call.durable is not None:
-            return await durable.send_async(client, call)
+            return await durable.send_async(client, self.scripts, call)
         return await self._execute(client, call)
 
-    @staticmethod
-    async def _execute(client: AsyncClient, call: Call[T]) -> T:
-        try:
-            reply = await client.execute_command(*call.wire())
-        except NoScriptError:
-            reply = await client.execute_command(*call.wire(by_sha=False))
-        return call.parse(reply)
+    async def _execute(self, client: AsyncClient, call: Call[T]) -> T:
+        if call.script is None:
+            return call.parse(await client.execute_command(*call.command))
+        execute = pipelines.one_by_one_async(client)
+        load = pipelines.load_with_async(execute)
+        (reply,) = await scripts.send_async(execute, load, self.scripts, [call])
+        return call.parse(pipelines.raised(reply))
 
     async def send_after(self, wait: Call[T], then: Call[U]) -> tuple[T, U]:
         """Send a blocking ``wait`` and, as soon as it returns, ``then``.
@@ -140,7 +143,10 @@ class AsyncSender(_Sender[AsyncClient]):
         async with asyncio.timeout((wait.blocks or 0.0) + GUARD):
             if isinstance(client, redis.asyncio.Redis):
                 on_client = pipelines.on_async_client(client)
-                first, second = await pipelines.send_async(on_client, [wait, then])
+                load = pipelines.load_with_async(on_client)
+                first, second = await scripts.send_async(
+                    on_client, load, self.scripts, [wait, then]
+                )
                 return wait.parse(pipelines.raised(first)), then.parse(pipelines.raised(second))
             woke = await self._execute(client, wait)
             return woke, await self._execute(client, then)
@@ -191,16 +197,16 @@ class SyncSender(_Sender[SyncClient]):
         """Send one call and parse its reply."""
         client = self.client()
         if call.durable is not None:
-            return durable.send(client, call)
+            return durable.send(client, self.scripts, call)
         return self._execute(client, call)
 
-    @staticmethod
-    def _execute(client: SyncClient, call: Call[T]) -> T:
-        try:
-            reply = client.execute_command(*call.wire())  # type: ignore[no-untyped-call]
-        except NoScriptError:
-            reply = client.execute_command(*call.wire(by_sha=False))  # type: ignore[no-untyped-call]
-        return call.parse(reply)
+    def _execute(self, client: SyncClient, call: Call[T]) -> T:
+        if call.script is None:
+            return call.parse(client.execute_command(*call.command))  # type: ignore[no-untyped-call]
+        execute = pipelines.one_by_one(client)
+        load = pipelines.load_with(execute)
+        (reply,) = scripts.send(execute, load, self.scripts, [call])
+        return call.parse(pipelines.raised(reply))
 
     def nodes(self) -> list[SyncNode]:
         """Every primary of a cluster (each holds its own keys), or [None] for one server."""

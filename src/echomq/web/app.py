@@ -2,7 +2,8 @@
 
 ``create_app(url, queues=None, token=None)`` builds it; ``echomq dashboard``
 serves it with uvicorn on 127.0.0.1 by default. Without a token it is
-read-only. The page is static (plain JS, no build step) and polls the API.
+read-only. The page is static (plain JS, no build step): it reads the API and
+updates live from the queue's event stream (server-sent events, echomq.web.live).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from echomq.keys import check_name
 from echomq.sending import AsyncSender
 from echomq.web.api import Dashboard, JSONResponse, routes
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog
+from echomq.web.live import queue_events
 from echomq.web.metrics import ClaimLatency
 from echomq.web.registry import QueueRegistry
 from echomq.web.sampler import Sampler, Throughput
@@ -113,7 +115,8 @@ def create_app(
 
     ``queues``: the queues to show (default: every queue found on the server).
     ``token``: enables actions for requests that carry it; None = read-only.
-    ``interval``: seconds between throughput samples (and the page's refresh).
+    ``interval``: seconds between throughput samples (and the page's refresh
+    while its event stream is down; with it up, events trigger the refresh).
     ``history``: seconds of throughput kept. ``allowed_hosts``: Host header
     names accepted (None: any; the CLI passes the loopback names when bound
     to loopback, against DNS rebinding).
@@ -144,7 +147,12 @@ def create_app(
     if allowed_hosts:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     return Starlette(
-        routes=[Route("/", index), *routes(), Mount("/static", StaticFiles(directory=STATIC))],
+        routes=[
+            Route("/", index),
+            *routes(),
+            Route("/api/queues/{queue}/events", queue_events),
+            Mount("/static", StaticFiles(directory=STATIC)),
+        ],
         middleware=middleware,
         exception_handlers={
             EchoMQError: _on_echomq_error,

@@ -12,12 +12,11 @@
 --   from a migrating slot the server answers TRYAGAIN before the script runs.)
 --   tests/cluster/test_read_before_write.py checks every writing script.
 -- * Bounded work. Work the caller did not ask for (promotion, reaping,
---   pruning) is done at most a fixed budget per call (TIMED_BUDGET in
---   includes/time.lua, PRUNE_BUDGET in includes/retention.lua), earliest
---   first; the next call goes on. Work the caller sized (claim(n), add_many)
---   is proportional to that size. One exception is left: renumber()
---   (includes/lanes.lua), the last resort when the arrival counter runs out
---   (docs/ordering.md), rewrites every waiting and active job in one call.
+--   pruning, renumbering the arrival counter) is done at most a fixed budget
+--   per call (TIMED_BUDGET in includes/time.lua, PRUNE_BUDGET in
+--   includes/retention.lua, RENUMBER_BUDGET in includes/renumber.lua),
+--   earliest first; the next call goes on. Work the caller sized (claim(n),
+--   add_many) is proportional to that size. No script does unbounded work.
 --
 -- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
 --                      added / completed / failed (running totals)
@@ -35,11 +34,13 @@
 -- KEYS[13] settings   hash: the queue's stored settings (configure)
 -- KEYS[14] events     stream: the queue's capped event log
 -- KEYS[15] waiters    zset: id -> deadline (ms) of a client's wait() on that job
--- KEYS[16] schedules  hash: schedule id -> definition (JSON, includes/schedules.lua)
--- KEYS[17] fires      zset: schedule id -> next fire time (ms); paused schedules absent
--- KEYS[18] fired      hash: schedule id -> last fire (JSON: fire time, job, skips, paused)
--- KEYS[19] blocked    zset: id -> time added (ms), jobs waiting for their dependencies
--- KEYS[20] releasing  zset: id -> completion time (ms), completed jobs whose
+-- KEYS[16] renumber   zset: id -> arrival counter, the index of a renumbering
+--                      in progress (includes/renumber.lua; absent otherwise)
+-- KEYS[17] schedules  hash: schedule id -> definition (JSON, includes/schedules.lua)
+-- KEYS[18] fires      zset: schedule id -> next fire time (ms); paused schedules absent
+-- KEYS[19] fired      hash: schedule id -> last fire (JSON: fire time, job, skips, paused)
+-- KEYS[20] blocked    zset: id -> time added (ms), jobs waiting for their dependencies
+-- KEYS[21] releasing  zset: id -> completion time (ms), completed jobs whose
 --                      dependents are still being released (includes/dependencies.lua)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
@@ -57,9 +58,9 @@
 local K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_SETTINGS, K_EVENTS, K_WAITERS = KEYS[13], KEYS[14], KEYS[15]
-local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[16], KEYS[17], KEYS[18]
-local K_BLOCKED, K_RELEASING = KEYS[19], KEYS[20]
+local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[17], KEYS[18], KEYS[19]
+local K_BLOCKED, K_RELEASING = KEYS[20], KEYS[21]
 
 local PREFIX = ARGV[1]
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,

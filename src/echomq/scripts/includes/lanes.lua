@@ -7,6 +7,37 @@ local TIER_UNIT = 4294967296        -- 2^32: one tier step in the composite scor
 local MAX_COUNTER = 4294967295      -- 2^32 - 1: the largest arrival counter
 
 local waiting_delta = 0
+local REBASE_AT = 2147483648        -- 2^31: past it, the counter starts again (below)
+
+-- A renumbering in steps (includes/renumber.lua, docs/ordering.md) keeps its
+-- stage in the meta hash (rn: "scan" | "compact"; rnn: the next new counter).
+-- While one runs, every job that enters a lane with a counter at or above
+-- rnn (an arrival, or a job coming back that is not renumbered yet) is listed
+-- in the index K_RENUMBER (id -> counter): the steps find it there whatever
+-- it did meanwhile.
+local renumbering = nil   -- {stage, next} or false, read once per call
+local function renumber_state()
+  if renumbering == nil then
+    local f = redis.call("HMGET", K_META, "rn", "rnn")
+    renumbering = f[1] and {stage = f[1], next = tonumber(f[2]) or 1} or false
+  end
+  return renumbering
+end
+local renamed = {}        -- id -> new lane score, for jobs renumbered in this call
+
+-- The counter, id pairs of buffered lane entries that the index must list.
+local function index_pairs(buf, out)
+  local rn = renumber_state()
+  if not rn then return out end
+  for i = 1, #buf, 2 do
+    local c = tonumber(buf[i]) % TIER_UNIT
+    if c >= rn.next then
+      out[#out + 1] = c
+      out[#out + 1] = buf[i + 1]
+    end
+  end
+  return out
+end
 local pending = {}        -- lane -> {score1, id1, score2, id2, ...}
 local pending_order = {}  -- lanes in the order their first pending job entered
 
@@ -39,13 +70,21 @@ local function read_lane(seen, lane)
 end
 
 -- Write the buffered jobs; a lane that was empty joins the ring's tail.
+-- A lane that was empty also gets its served count (0): the served hash then
+-- names every lane of the ring, which a renumbering's scan walks (HSCAN).
 local function flush_lanes()
+  local indexed = {}
   for _, lane in ipairs(pending_order) do
     local lk = lane_key(lane)
     local was_empty = redis.call("EXISTS", lk) == 0
     call_chunked("ZADD", lk, pending[lane], 2)
-    if was_empty then redis.call("RPUSH", K_RING, lane) end
+    if was_empty then
+      redis.call("RPUSH", K_RING, lane)
+      redis.call("HSETNX", K_SERVED, lane, 0)
+    end
+    index_pairs(pending[lane], indexed)
   end
+  if #indexed > 0 then call_chunked("ZADD", K_RENUMBER, indexed, 2) end
   pending = {}
   pending_order = {}
 end
@@ -88,52 +127,40 @@ local function ordering()
   return redis.call("HGET", K_META, "o") or "composite"
 end
 
--- Renumber every waiting and active job of a composite queue with counters
--- 1..n in their present arrival order (tiers kept), so the counter can start
--- again below 2^32 without any job changing place. Returns n.
-local function renumber()
-  flush_lanes()
-  local entries = {}
-  for _, lane in ipairs(redis.call("LRANGE", K_RING, 0, -1)) do
-    local lk = lane_key(lane)
-    local r = redis.call("ZRANGE", lk, 0, -1, "WITHSCORES")
-    for i = 1, #r, 2 do
-      entries[#entries + 1] = {r[i], tonumber(r[i + 1]), lk}
-    end
-  end
-  for _, id in ipairs(redis.call("ZRANGE", K_ACTIVE, 0, -1)) do
-    local sc = redis.call("HGET", job_key(id), "sc")
-    if sc then entries[#entries + 1] = {id, tonumber(sc), false} end
-  end
-  table.sort(entries, function(a, b) return (a[2] % TIER_UNIT) < (b[2] % TIER_UNIT) end)
-  for i, e in ipairs(entries) do
-    local s = fmt(math.floor(e[2] / TIER_UNIT) * TIER_UNIT + i)
-    if e[3] then redis.call("ZADD", e[3], s, e[1]) end
-    redis.call("HSET", job_key(e[1]), "sc", s)
-  end
-  return #entries
-end
-
 -- Counters reserved by reserve_arrivals and not yet handed out: next..last.
 local reserved_next, reserved_last = 1, 0
 
+-- Stop a renumbering: nothing is left to renumber (includes/renumber.lua).
+local function end_renumbering()
+  redis.call("UNLINK", K_RENUMBER)
+  redis.call("HDEL", K_META, "rn", "rnn", "rnh", "rnl", "rnz", "rna")
+  renumbering = false
+end
+
 -- Past REBASE_AT, a queue with no waiting and no active job (and none about
 -- to enter a lane in this call) starts its counter again from 0: no job can
--- come back at an old score, so the order needs no renumbering.
-local REBASE_AT = 2147483648        -- 2^31
+-- come back at an old score, so the order needs no renumbering (one that
+-- runs stops: its index holds only jobs that are gone or wait to be promoted,
+-- which take a fresh counter then).
 local function rebased(cur)
   if cur <= REBASE_AT or waiting_delta ~= 0 or #pending_order > 0 then return cur end
   if tonumber(redis.call("HGET", K_META, "w") or "0") > 0 then return cur end
   if redis.call("ZCARD", K_ACTIVE) > 0 then return cur end
+  if renumber_state() then end_renumbering() end
   return 0
 end
 
+-- Never reached while renumberings start at 2^31 (docs/ordering.md proves
+-- the counter stays below 2^32 meanwhile): refuse rather than wrap.
+local function counter_exhausted()
+  error({err = "ERR echomq: the arrival counter passed 2^32-1 during a renumbering"})
+end
+
 -- Take k arrival counters with one write (a batch of adds); counters that end
--- up unused leave gaps, which keep the order. Renumbers first if k would pass
--- the limit.
+-- up unused leave gaps, which keep the order.
 local function reserve_arrivals(k)
   local cur = rebased(tonumber(redis.call("GET", K_COUNTER) or "0"))
-  if cur + k > MAX_COUNTER then cur = renumber() end
+  if cur + k > MAX_COUNTER then counter_exhausted() end
   redis.call("SET", K_COUNTER, cur + k)
   reserved_next, reserved_last = cur + 1, cur + k
 end
@@ -150,19 +177,18 @@ local function arrival_score(order, tier)
     c = 1
     redis.call("SET", K_COUNTER, c)
   elseif c > MAX_COUNTER then
-    c = renumber() + 1
-    redis.call("SET", K_COUNTER, c)
+    counter_exhausted()
   end
   return tier * TIER_UNIT + c
 end
 
 -- The lane scores the next k arrivals of this call would get, if that is
--- known without writing (mint, or a composite counter with room left and no
--- rebase due), else nil. Reads only; reserve_arrivals(k) then hands out
--- exactly these.
+-- known without writing (mint, or a composite counter with room left, no
+-- rebase due and no renumbering running), else nil. Reads only;
+-- reserve_arrivals(k) then hands out exactly these.
 local function foresee_arrivals(order, k)
   if order == "mint" then return 0 end
   local cur = tonumber(redis.call("GET", K_COUNTER) or "0")
-  if cur > REBASE_AT or cur + k > MAX_COUNTER then return nil end
+  if cur > REBASE_AT or cur + k > MAX_COUNTER or renumber_state() then return nil end
   return cur
 end

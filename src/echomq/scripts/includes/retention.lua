@@ -116,13 +116,14 @@ local function apply_prune(zkey, victims)
   return #victims
 end
 
--- Read a job's idempotency key and whether it still names the job (for drop_job).
+-- Read a job's idempotency key and whether it still names the job (for
+-- drop_job), and the job's lane (nil: the default lane).
 local function read_idem(id)
-  local f = read_key("HMGET", job_key(id), "s", "k")
+  local f = read_key("HMGET", job_key(id), "s", "k", "g")
   if not f[1] then missing_job(id) end
   local key = f[2]
-  if not key then return false end
-  return {key = key, owned = read_key("GET", idem_key(key)) == id}
+  if not key then return false, f[3] end
+  return {key = key, owned = read_key("GET", idem_key(key)) == id}, f[3]
 end
 
 -- Delete one job's hash and its idempotency key if it still names the job;
@@ -150,7 +151,7 @@ end
 -- the documented exceptions to read-before-write (docs/lifecycle.md).
 local function bury(id, now, err)
   local jk = job_key(id)
-  local f = read_key("HMGET", jk, "k", "dn")
+  local f = read_key("HMGET", jk, "k", "g", "a", "dn")
   local key = f[1]
   if key then read_key("EXISTS", idem_key(key)) end
   local victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
@@ -158,6 +159,7 @@ local function bury(id, now, err)
   expire_idem(key, OPT.keep_dead_ms)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   apply_prune(K_DEAD, victims)
-  orphan_dependents(id, f[2], now)
+  orphan_dependents(id, f[4], now)
+  emit("dead", id, f[2], "a", f[3] or "0", "e", event_error(err))
   wake_waiters(id, now)
 end

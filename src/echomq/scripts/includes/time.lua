@@ -4,17 +4,29 @@
 -- Each call handles at most TIMED_BUDGET jobs of each kind, the earliest fire
 -- time / lease deadline first, so no call runs long however many are due; the
 -- next claim or maintenance run goes on where this one stopped (the due or
--- expired jobs left over are still the lowest scores of their set).
+-- expired jobs left over are still the lowest scores of their set). A claim
+-- of n handles at most n + CLAIM_EXTRA of each (what it can serve, and a
+-- little more): its own cost stays in proportion to n, and maintenance
+-- (TIMED_BUDGET per call, run again at once while a backlog is left) does
+-- the rest.
 local TIMED_BUDGET = 250
+local CLAIM_EXTRA = 50
 
--- The due delayed jobs this call will promote, oldest fire time first, with
+-- How many due jobs / expired leases a claim of n handles.
+local function claim_budget(n)
+  return math.min(TIMED_BUDGET, n + CLAIM_EXTRA)
+end
+
+-- The due delayed jobs this call will promote (at most ``limit``, default
+-- TIMED_BUDGET), oldest fire time first, with
 -- their hashes read (read before write: nothing is written here).
 -- Returns {ids, fields, scores} where fields[i] = {tier, lane} of ids[i]
 -- (tier nil if the hash is gone) and scores[i] the lane score it will get
 -- (scores is nil when that cannot be known before writing: see
 -- foresee_arrivals).
-local function read_due(now)
-  local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0, TIMED_BUDGET)
+local function read_due(now, limit)
+  local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0,
+    limit or TIMED_BUDGET)
   local fields, lanes = {}, {}
   local order = ordering()
   for i, id in ipairs(due) do
@@ -70,8 +82,9 @@ end
 -- fields[i] = {state, stalls, lane, score, idempotency key}. The dead set's
 -- pruning is planned too: always if ``prune_dead``, else only when this call
 -- buries a job.
-local function read_expired(now, prune_dead)
-  local expired = redis.call("ZRANGEBYSCORE", K_ACTIVE, "-inf", fmt(now), "LIMIT", 0, TIMED_BUDGET)
+local function read_expired(now, prune_dead, limit)
+  local expired = redis.call("ZRANGEBYSCORE", K_ACTIVE, "-inf", fmt(now), "LIMIT", 0,
+    limit or TIMED_BUDGET)
   local fields, lanes = {}, {}
   local buried = {}
   for i, id in ipairs(expired) do
@@ -102,16 +115,18 @@ local function reap(plan, now)
     if f[1] then
       local jk = job_key(id)
       local stalls = (tonumber(f[2]) or 0) + 1
+      emit("stalled", id, f[3], "st", stalls)
       if stalls > OPT.max_stalls then
-        redis.call("HSET", jk, "st", stalls, "s", "dead", "f", fmt(now),
-          "e", "stalled: lease expired " .. stalls .. " times")
+        local err = "stalled: lease expired " .. stalls .. " times"
+        redis.call("HSET", jk, "st", stalls, "s", "dead", "f", fmt(now), "e", err)
+        emit("dead", id, f[3], "e", err)
         expire_idem(f[5], OPT.keep_dead_ms)
         orphan_dependents(id, f[6], now)
         dead_pairs[#dead_pairs + 1] = fmt(now)
         dead_pairs[#dead_pairs + 1] = id
       else
         redis.call("HSET", jk, "st", stalls, "s", "waiting")
-        enter_lane(f[3], id, f[4])
+        enter_lane(f[3], id, renamed[id] or f[4])  -- renumbered in this very call?
       end
       reaped = reaped + 1
     end

@@ -1,6 +1,8 @@
-// echomq dashboard: plain JS, no build step. Polls the JSON API every few
-// seconds (one request chain at a time, so a slow server under load never
-// piles requests up) and redraws in place. Text from jobs is always set with
+// echomq dashboard: plain JS, no build step. Follows the open queue's event
+// stream (server-sent events, /api/queues/Q/events): each message re-reads the
+// API at once (one request chain at a time, at most one every LIVE_GAP ms, so
+// a busy queue never piles requests up) and redraws in place. While the
+// stream is down it polls every --interval seconds instead. Text from jobs is always set with
 // textContent, never parsed as HTML.
 "use strict";
 
@@ -12,6 +14,9 @@ const STATES = ["waiting", "delayed", "failed", "active", "completed", "dead", "
 const TOKEN_KEY = "echomq-token";
 const SERIES = [["added", "#3b82f6"], ["completed", "#16a34a"], ["failed", "#dc2626"]];
 const PAGE = 50; // rows per page of a job list (the API allows up to 200)
+const LIVE_GAP = 250; // ms: the least time between two refreshes events trigger
+const LIVE_KEEP = 30; // recent events listed
+const SLOW_POLL = 10; // with the stream up, the timer still refreshes every SLOW_POLL × interval (throughput chart)
 
 const ui = {
   info: null,
@@ -25,6 +30,10 @@ const ui = {
   deadSelected: new Set(),
   token: sessionStorage.getItem(TOKEN_KEY),
   timer: null,
+  stream: null, // the EventSource of the open queue
+  streamQueue: null,
+  lastRefresh: 0,
+  recent: [], // the last events, newest first
 };
 
 // -- small helpers ------------------------------------------------------------
@@ -173,6 +182,7 @@ function select(name) {
   ui.detail = null;
   ui.jobLane = "";
   ui.deadSelected.clear();
+  follow();
   history.replaceState(null, "", `#q=${encodeURIComponent(name)}`);
   refreshSoon();
 }
@@ -571,13 +581,60 @@ function renderCompare() {
   $("cmp-b").classList.toggle("winner", first === "B");
 }
 
+// -- live events -----------------------------------------------------------------------
+function streamUp() {
+  return Boolean(ui.stream && ui.stream.readyState === EventSource.OPEN);
+}
+
+// Follow the open queue's event stream (EventSource reconnects by itself and
+// resumes after the last id it got).
+function follow() {
+  if (ui.streamQueue === ui.queue) return;
+  if (ui.stream) ui.stream.close();
+  ui.stream = null;
+  ui.streamQueue = ui.queue;
+  ui.recent = [];
+  renderRecent();
+  if (!ui.queue) return;
+  const stream = new EventSource(qpath("/events"));
+  stream.addEventListener("events", (message) => {
+    const batch = JSON.parse(message.data);
+    ui.recent = [...batch.events.reverse(), ...ui.recent].slice(0, LIVE_KEEP);
+    renderRecent();
+    refreshLive();
+  });
+  stream.addEventListener("open", () => { $("live").title = "live: following the event stream"; });
+  stream.addEventListener("error", () => { $("live").title = "event stream down: polling"; });
+  ui.stream = stream;
+}
+
+// A refresh triggered by events: at once, or LIVE_GAP after the last one.
+function refreshLive() {
+  const wait = Math.max(0, ui.lastRefresh + LIVE_GAP - Date.now());
+  clearTimeout(ui.timer);
+  ui.timer = setTimeout(refresh, wait);
+}
+
+function renderRecent() {
+  const tbody = $("events").tBodies[0];
+  setRows(tbody, ui.recent.map((e) => el("tr", {},
+    el("td", { class: "mono", text: e.id }),
+    el("td", { text: e.kind === "missed" ? `missed ${e.skipped}` : e.kind }),
+    el("td", { class: "mono", text: e.job_id || "" }),
+    el("td", { text: e.group === null || e.group === undefined ? "(default)" : e.group }),
+    el("td", { text: e.error || (e.attempt ? `attempt ${e.attempt}` : "") }))));
+  $("no-events").hidden = ui.recent.length > 0;
+}
+
 // -- refresh loop --------------------------------------------------------------------
 async function refresh() {
   clearTimeout(ui.timer);
+  ui.lastRefresh = Date.now();
   try {
     const queues = await api("/api/queues");
     if (!ui.queue && queues.length) ui.queue = queues[0].name;
     renderQueues(queues);
+    follow();
     if (ui.queue) await refreshQueue();
     $("live").className = "live ok";
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -586,7 +643,8 @@ async function refresh() {
     $("updated").textContent = `update failed: ${err.message}`;
   } finally {
     const every = ((ui.info && ui.info.interval) || 2) * 1000;
-    ui.timer = setTimeout(refresh, document.hidden ? every * 5 : every);
+    const slow = streamUp() ? SLOW_POLL : 1; // events drive the page while the stream is up
+    ui.timer = setTimeout(refresh, (document.hidden ? every * 5 : every) * slow);
   }
 }
 

@@ -1,0 +1,141 @@
+-- The queue's event stream (K_EVENTS, docs/lifecycle.md "Events"): every
+-- transition script records one event per job it moves, in the same script,
+-- so a reader sees exactly the transitions that happened, in their order.
+--
+-- Events are numbered 1, 2, 3, … in the order they happen. A script collects
+-- its events (emit) and writes them at its end (flush_events) as one stream
+-- entry per EVENTS_PER_ENTRY events, so a batch of 1,000 adds costs one XADD,
+-- not 1,000. The entry's id is "<number of its last event>-0"; its fields
+-- are columns, one value per event, in event order:
+--   t  server time of the call (ms), n  number of events in the entry,
+--   k  kinds, j  job ids, g  lanes ("" = the default lane), each joined by
+--      spaces (none of them can hold a space),
+--   a (attempt), rs (result size, bytes), nx (next run time, ms), st (stalls):
+--      joined by spaces, "" where an event has none (columns no event of the
+--      entry has are left out),
+--   e (error, cut to ERROR_BYTES) and pg (progress JSON, only when at most
+--      PROGRESS_BYTES): a JSON array [offset, value, offset, value, …] of the
+--      events that have one (offset: 0 for the entry's first event).
+-- Collecting is a few table stores per event (no string is built per event).
+--
+-- Length: the stored setting event_stream_length (configure; absent: 10,000;
+-- 0: no event is written at all) counts events. Entry ids
+-- are event numbers, so "keep the last N events" is XADD MINID ~ (last - N
+-- + 1): the server drops whole stream nodes (100 entries by default) whose
+-- ids are all below it, O(1) amortized; the stream keeps at least N events.
+--
+-- The setting comes from fixed.lua's one read of K_SETTINGS (OPT), before the
+-- script's first write; K_EVENTS is read only in flush_events, after the
+-- script's writes: it is a fixed key declared in KEYS, which the server checks
+-- before the script starts (includes/fixed.lua), so it cannot be missing
+-- mid-script.
+local EVENTS_PER_ENTRY = 500
+local ERROR_BYTES = 200
+local PROGRESS_BYTES = 200
+
+local EVENTS_LENGTH = OPT.event_stream_length  -- default: settings.DEFAULT_EVENT_STREAM_LENGTH
+local TEXT_COLUMNS = {e = true, pg = true}
+
+local event_count = 0
+local event_kinds, event_ids, event_lanes = {}, {}, {}
+local event_columns = {}   -- field -> {[event index] = value}, sparse
+
+local function event_put(field, value)
+  local column = event_columns[field]
+  if not column then
+    column = {}
+    event_columns[field] = column
+  end
+  column[event_count] = value
+end
+
+-- Record one event of this call: ``lane`` nil or "" is the default lane, then
+-- up to three field, value pairs (values as strings where the caller has them).
+local function emit(kind, id, lane, k1, v1, k2, v2, k3, v3)
+  if EVENTS_LENGTH <= 0 then return end
+  event_count = event_count + 1
+  event_kinds[event_count], event_ids[event_count], event_lanes[event_count] = kind, id, lane or ""
+  if k1 then event_put(k1, v1) end
+  if k2 then event_put(k2, v2) end
+  if k3 then event_put(k3, v3) end
+end
+
+-- The number of the stream's last event (0: none yet).
+local function last_event_number()
+  local last = redis.call("XREVRANGE", K_EVENTS, "+", "-", "COUNT", 1)
+  if last[1] then return tonumber(string.match(last[1][1], "^(%d+)")) end  -- exact below 2^53
+  if redis.call("EXISTS", K_EVENTS) == 0 then return 0 end
+  -- an existing but empty stream (trimmed by hand): go on after its last id
+  local info = redis.call("XINFO", "STREAM", K_EVENTS)
+  for i = 1, #info, 2 do
+    if info[i] == "last-generated-id" then
+      return tonumber(string.match(info[i + 1], "^(%d+)"))
+    end
+  end
+  return 0
+end
+
+-- The fields of the entry holding events first..last (see the top of this file).
+local function entry_fields(first, last, stamp)
+  local fields = {"t", stamp, "n", last - first + 1,
+    "k", table.concat(event_kinds, " ", first, last),
+    "j", table.concat(event_ids, " ", first, last),
+    "g", table.concat(event_lanes, " ", first, last)}
+  for field, column in pairs(event_columns) do
+    local present = false
+    if TEXT_COLUMNS[field] then
+      local pairs_of = {}
+      for i = first, last do
+        if column[i] then
+          pairs_of[#pairs_of + 1] = i - first
+          pairs_of[#pairs_of + 1] = column[i]
+        end
+      end
+      present = #pairs_of > 0
+      if present then fields[#fields + 1], fields[#fields + 2] = field, cjson.encode(pairs_of) end
+    else
+      for i = first, last do
+        if column[i] then present = true else column[i] = "" end
+      end
+      if present then
+        fields[#fields + 1], fields[#fields + 2] = field, table.concat(column, " ", first, last)
+      end
+    end
+  end
+  return fields
+end
+
+-- Write this call's events (every script that emits calls it before it returns).
+local function flush_events()
+  if event_count == 0 then return end
+  local number = last_event_number()
+  local stamp = fmt(now_ms())
+  for first = 1, event_count, EVENTS_PER_ENTRY do
+    local last = math.min(first + EVENTS_PER_ENTRY - 1, event_count)
+    number = number + last - first + 1
+    local keep_from = number - EVENTS_LENGTH + 1
+    local head = {"XADD", K_EVENTS}
+    if keep_from > 1 then head = {"XADD", K_EVENTS, "MINID", "~", fmt(keep_from)} end
+    head[#head + 1] = fmt(number) .. "-0"
+    local fields = entry_fields(first, last, stamp)
+    for i = 1, #fields do head[#head + 1] = fields[i] end
+    redis.call(unpack(head))
+  end
+  event_count = 0
+  event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}
+end
+
+-- An error message as events carry it: at most ERROR_BYTES bytes, not cut
+-- inside a UTF-8 character (a reader decodes the entry as UTF-8).
+local function event_error(err)
+  if not err or #err <= ERROR_BYTES then return err or "" end
+  local cut = string.sub(err, 1, ERROR_BYTES)
+  local i = #cut
+  while i > 0 and string.byte(cut, i) >= 0x80 and string.byte(cut, i) < 0xC0 do i = i - 1 end
+  local lead = i > 0 and string.byte(cut, i) or 0
+  if lead >= 0xC0 then
+    local size = (lead >= 0xF0 and 4) or (lead >= 0xE0 and 3) or 2
+    if #cut - i + 1 < size then cut = string.sub(cut, 1, i - 1) end
+  end
+  return cut
+end

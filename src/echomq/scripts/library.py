@@ -1,0 +1,98 @@
+"""The scripts as one function library (``FUNCTION LOAD`` / ``FCALL``, Valkey and Redis 7+).
+
+The library is built from the same files as the scripts (echomq.scripts):
+each ``NAME.lua``, includes expanded, becomes the body of one function,
+
+    redis.register_function{function_name = "echomq_<version>_NAME",
+                            callback = function(KEYS, ARGV) <NAME.lua> end}
+
+so KEYS and ARGV mean what they mean in the script, and each script's
+top-level locals stay local to its own function (the 200-locals limit and
+each include are per function, as they are per script). ``<version>`` is a
+hash of every file the library is built from: the library's name and every function's name
+carry it, so a newer client never replaces the functions an older client
+runs (two versions coexist on one server, each loading its own library).
+
+Read-only scripts (READ_ONLY) are registered with the ``no-writes`` flag and
+called with FCALL_RO: the server refuses a write from them, and they run on a
+replica or a primary out of memory.
+
+Why functions: a server looks up a function by name in a table, where
+EVALSHA first hashes-and-finds the script and sets up a script run; and the
+library is part of the server's data (saved, replicated to replicas), so a
+promoted replica already has it. A server without functions keeps EVALSHA
+(echomq.sending.scripts decides, per client).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+
+from echomq.scripts import _HERE, all_scripts
+from echomq.storage import FORMAT
+
+#: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
+READ_ONLY = frozenset(
+    {"stats", "listJobs", "waitingTiers", "readEvents", "listSchedules", "dependencyResults"}
+)
+
+#: hex digits of the library hash in its name (64 bits: two versions never collide).
+VERSION_DIGITS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """The library's name (``echomq_<version>``), its FUNCTION LOAD text, and version."""
+
+    name: str
+    source: str
+    version: str
+
+    def function(self, script: str) -> str:
+        """The function that runs script ``script`` (``echomq_<version>_claim``)."""
+        return function_name(script)
+
+
+#: how each script is wrapped into a function (part of the version: a change renames).
+_WRAPPER = (
+    'redis.register_function{{function_name = "{function}"{flags},\n'
+    "callback = function(KEYS, ARGV)\n{body}\nend}}\n"
+)
+
+
+@cache
+def version() -> str:
+    """A hash of everything the library is built from: each script file and include as
+    written, the stored format, the wrapper and the read-only set. Cheaper than
+    building the library (a call names its function without building it)."""
+    digest = hashlib.sha1(f"{FORMAT}\n{_WRAPPER}\n{sorted(READ_ONLY)}\n".encode())
+    for path in sorted([*_HERE.glob("*.lua"), *_HERE.glob("includes/*.lua")]):
+        digest.update(f"{path.relative_to(_HERE)}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:VERSION_DIGITS]
+
+
+def library_name() -> str:
+    """``echomq_<version>``: the library of this client's scripts."""
+    return f"echomq_{version()}"
+
+
+def function_name(script: str) -> str:
+    """The function that runs script ``script`` (``echomq_<version>_claim``)."""
+    return f"{library_name()}_{script}"
+
+
+def _register(name: str, body: str) -> str:
+    flags = ', flags = {"no-writes"}' if name in READ_ONLY else ""
+    return _WRAPPER.format(function=function_name(name), flags=flags, body=body)
+
+
+@cache
+def library() -> Library:
+    """The library of every script of the package (built once per process, when a
+    server first needs it loaded)."""
+    scripts = all_scripts()
+    body = "".join(_register(name, scripts[name].source) for name in sorted(scripts))
+    return Library(library_name(), f"#!lua name={library_name()}\n" + body, version())
