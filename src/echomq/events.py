@@ -23,6 +23,8 @@ from echomq.job import ms_to_datetime
 #: the kinds the scripts write, in lifecycle order (docs/lifecycle.md "Events").
 KINDS = (
     "added",
+    "scheduled",
+    "unblocked",
     "claimed",
     "progress",
     "completed",

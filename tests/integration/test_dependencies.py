@@ -246,3 +246,19 @@ def test_run_anyway_sees_the_failed_dependency(sq: SyncQueue) -> None:
     results = sq.dependency_results(c)
     assert results[b] == "B"
     assert isinstance(results[a], DependencyFailed) and "boom" in str(results[a])
+
+
+def test_release_and_dependency_death_are_events(sq: SyncQueue) -> None:
+    cursor = sq.read_events(None).cursor
+    a, b = sq.add("a"), sq.add("b", max_attempts=1)
+    c = sq.add("c", depends_on=[a])
+    d = sq.add("d", depends_on=[b])
+    jobs = {j.id: j for j in sq.claim(2)}
+    sq.complete(jobs[a], None)
+    sq.fail(jobs[b], "boom", retry=False)
+    sq.maintain()
+    events = sq.read_events(cursor).events
+    assert [e.kind for e in events if e.job_id == c] == ["added", "unblocked"]
+    dead = [e for e in events if e.job_id == d]
+    assert [e.kind for e in dead] == ["added", "dead"]
+    assert dead[1].error == f"dependency {b} died"

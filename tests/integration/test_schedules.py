@@ -348,3 +348,14 @@ def test_max_attempts_none_takes_the_stored_setting_at_the_fire(
     assert sq.maintain().fired == 1
     [job] = fired_jobs(sq, "retrying")
     assert job.max_attempts == 7
+
+
+def test_a_fire_is_an_event(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    cursor = sq.read_events(None).cursor
+    nxt = sq.schedule("ev", every=0.3, name="j", group="g")
+    assert nxt is not None
+    wait_past(redis_client, nxt)
+    assert sq.maintain().fired == 1
+    [job] = fired_jobs(sq, "ev", "g")
+    events = [e for e in sq.read_events(cursor).events if e.job_id == job.id]
+    assert [(e.kind, e.group) for e in events] == [("scheduled", "g")]

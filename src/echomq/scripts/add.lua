@@ -125,6 +125,7 @@ for i, job in ipairs(jobs) do
         redis.call("SADD", dependents_key(dep), id)
         redis.call("HSET", job_key(dep), "dn", "1")  -- it has dependents: see completeMany
       end
+      emit("added", id, lane)
     elseif fire > now then
       local at = fmt(fire)
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "delayed", "at", at

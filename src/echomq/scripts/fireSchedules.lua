@@ -23,6 +23,7 @@
 -- @include clock
 -- @include lanes
 -- @include format
+-- @include events
 -- @include schedules
 
 local now = now_ms()
@@ -85,6 +86,7 @@ for i, f in ipairs(fires) do
       end
       redis.call("HSET", job_key(job_id), unpack(fields))
       enter_lane(lane, job_id, score)
+      emit("scheduled", job_id, lane)
       state.t, state.j = f[3], job_id
       added = added + 1
       out[i] = job_id
@@ -98,5 +100,6 @@ if added > 0 then
   redis.call("HSET", K_META, "last", fmt(now))
 end
 flush_waiting()
+flush_events()
 local first = redis.call("ZRANGE", K_FIRES, 0, 0, "WITHSCORES")
 return {out, first[2] and fmt(tonumber(first[2])) or "-1", fmt(now)}

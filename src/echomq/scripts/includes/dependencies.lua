@@ -64,6 +64,7 @@ local function kill_dependent(id, f, parent, why, now)
   redis.call("HDEL", jk, "dp")
   redis.call("ZREM", K_BLOCKED, id)
   redis.call("ZADD", K_DEAD, fmt(now), id)
+  emit("dead", id, f[4], "e", "dependency " .. parent .. " " .. why)
   expire_idem(f[5], OPT.keep_dead_ms)
   orphan_dependents(id, f[6], now)
   wake_waiters(id, now)
@@ -91,6 +92,7 @@ local function apply_releases(plan, now)
           redis.call("HDEL", job_key(id), "dp")
           redis.call("ZREM", K_BLOCKED, id)
           enter_lane(f[4], id, score)
+          emit("unblocked", id, f[4])
         end
       end
     end
