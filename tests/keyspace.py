@@ -42,7 +42,7 @@ def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     client.zadd(keys.renumber, {"job_placeholder": 0})  # no such job: a step drops it
     never = Definition(Timing(None, 2**40, "UTC"), "placeholder", "null", 0, "", 1, False, True)
     client.hset(keys.schedules, "placeholder", never.encode())
-    client.zadd(keys.fires, {"placeholder": 2**52})
+    client.zadd(keys.fires, {"placeholder": 2**47})  # year 6429: still a datetime
     client.hset(keys.fired, "placeholder", "{}")
     client.zadd(keys.blocked, {"job_placeholder": 1})
     client.zadd(keys.releasing, {"job_placeholder": 2**52})
