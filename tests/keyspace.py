@@ -32,14 +32,17 @@ def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
 
 def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     """Make the fixed keys no script writes yet exist (settings, events, waiters,
-    renumber, which exists only while a renumbering runs, and a schedule's and
-    the dependencies' keys),
+    lane controls, renumber, which exists only while a renumbering runs, and a
+    schedule's and the dependencies' keys),
     as they will on a busy queue: while one declared key of a migrating slot is
     missing, the server answers TRYAGAIN to every script before it starts."""
     client.hset(keys.settings, "placeholder", "1")
     client.xadd(keys.events, {"k": "placeholder"})
     client.zadd(keys.waiters, {"job_placeholder": 2**52})
     client.zadd(keys.renumber, {"job_placeholder": 0})  # no such job: a step drops it
+    client.hset(keys.lanectl, "placeholder", "1")
+    client.zadd(keys.lanewake, {"placeholder-lane": 2**52})
+    client.hset(keys.gone, "placeholder-lane", "x")
     never = Definition(Timing(None, 2**40, "UTC"), "placeholder", "null", 0, "", 1, False, True)
     client.hset(keys.schedules, "placeholder", never.encode())
     client.zadd(keys.fires, {"placeholder": 2**47})  # year 6429: still a datetime

@@ -35,6 +35,20 @@ to be read rather than to be fast:
 
   a failed job is dead instead once its attempts reach ``max_attempts`` (a
   claim is an attempt), or when it is failed without a retry.
+
+Lane controls (docs/ordering.md "Lane controls"): a lane that is paused or
+at its concurrency cap when the rotation reaches it, or that reaches its cap
+during its turn, is *parked*: it leaves the ring (a zero-claim turn) and
+remembers its anchor, the lane placed at the ring's tail last (``vt``: the
+lane whose turn ended last, that joined last or was parked last). When a job
+of the lane leaves active (complete, fail, release, expired lease, remove) or
+its controls change and it can be served again, it goes back right after the
+nearest lane before it that is in the ring: its anchor, else its anchor's
+anchor, … (a lane that left the ring while lanes were parked is followed to
+the lane that was before it, ``gone``); with none, at the tail. So the ring's
+cyclic order is kept: the rotation goes on past the parked lane as if it
+took a zero-claim turn each time, and serves it at its next turn once it can
+be served.
 """
 
 from __future__ import annotations
@@ -50,6 +64,13 @@ Ordering = Literal["composite", "mint"]
 #: a lane entry; heap order is claim order: tier, then arrival, then id
 Place = tuple[int, int | str, str]
 NEVER = math.inf
+
+
+class _Unset:
+    """No lane (the virtual tail before any lane was placed at the tail)."""
+
+
+UNSET = _Unset()
 
 
 @dataclass(slots=True)
@@ -85,6 +106,16 @@ class OrderModel:
         self.dead: set[str] = set()
         self.retrying: set[str] = set()  # failed jobs waiting out their retry delay
         self.completed: set[str] = set()
+        # lane controls
+        self.caps: dict[Group, int] = {}
+        self.lane_paused: set[Group] = set()
+        # rates with a window longer than any example: at most ``max`` claims
+        # from the lane since the rate was set (setting it starts a fresh record)
+        self.rates: dict[Group, int] = {}
+        self.rate_claims: dict[Group, int] = {}
+        self.parked: dict[Group, Group] = {}  # parked lane -> its anchor
+        self.gone: dict[Group, Group] = {}  # lane that left while lanes were parked -> pred
+        self.vt: Group | _Unset = UNSET  # the lane last placed at the ring's tail
 
     # -- operations --------------------------------------------------------
     def add(
@@ -100,13 +131,64 @@ class OrderModel:
     def set_weight(self, group: Group, weight: int) -> None:
         self.weights[group] = weight
 
+    def set_lane(
+        self,
+        group: Group,
+        *,
+        concurrency: int | _Unset | None = UNSET,
+        paused: bool | None = None,
+        rate: int | _Unset | None = UNSET,
+    ) -> None:
+        """Change a lane's cap (None removes it) or pause it; a parked lane that can
+        be served now goes back into the ring."""
+        if concurrency is None:
+            self.caps.pop(group, None)
+        elif not isinstance(concurrency, _Unset):
+            self.caps[group] = concurrency
+        if rate is None:
+            self.rates.pop(group, None)
+        elif not isinstance(rate, _Unset):
+            self.rates[group] = rate
+        if not isinstance(rate, _Unset):
+            self.rate_claims[group] = 0
+        if paused is True:
+            self.lane_paused.add(group)
+        elif paused is False:
+            self.lane_paused.discard(group)
+        self._recheck(group)
+
+    def change(self, job_id: str, tier: int, group: Group) -> None:
+        """Move a waiting or delayed job to another tier and lane, keeping its arrival."""
+        job = self.jobs[job_id]
+        assert (job_id in self.delayed and job_id not in self.retrying) or self._is_waiting(job_id)
+        if job_id in self.delayed:
+            job.tier, job.group = tier, group
+            return
+        assert job.place is not None
+        lane = self.lanes[job.group]
+        lane.remove(job.place)
+        heapq.heapify(lane)
+        job.place = (tier, job.place[1], job_id)
+        job.tier = tier
+        if job.group == group:  # a new tier in the same lane: the ring is as it was
+            heapq.heappush(lane, job.place)
+            return
+        if not lane:
+            self._leave_ring(job.group)
+        job.group = group
+        self._enter_lane(job_id)
+
+    def _is_waiting(self, job_id: str) -> bool:
+        place = self.jobs[job_id].place
+        return place is not None and place in self.lanes.get(self.jobs[job_id].group, [])
+
     def remove(self, job_id: str) -> None:
         """Delete a job in whatever state; a lane it leaves empty leaves the ring."""
         job = self.jobs.pop(job_id, None)
         if job is None:
             return
         self.delayed.pop(job_id, None)
-        self.active.pop(job_id, None)
+        was_active = self.active.pop(job_id, None) is not None
         self.dead.discard(job_id)
         self.retrying.discard(job_id)
         self.completed.discard(job_id)
@@ -116,6 +198,8 @@ class OrderModel:
             heapq.heapify(lane)
             if not lane:
                 self._leave_ring(job.group)
+        if was_active:
+            self._recheck(job.group)
 
     def claim(self, n: int = 1, now: float = -NEVER, deadline: float = NEVER) -> list[str]:
         """Up to n jobs at server time ``now``, exactly as n single claims in a row.
@@ -123,7 +207,9 @@ class OrderModel:
         ``deadline`` is the lease deadline the claimed jobs get (ms).
         """
         self._promote(now)
-        self._reap(now)
+        freed = self._reap(now)
+        for group in freed:
+            self._recheck(group)
         claimed: list[str] = []
         while not self.paused and len(claimed) < n:
             job_id = self._claim_one()
@@ -137,6 +223,7 @@ class OrderModel:
     def complete(self, job_id: str) -> None:
         del self.active[job_id]
         self.completed.add(job_id)
+        self._recheck(self.jobs[job_id].group)
 
     def fail(self, job_id: str, fire_at: float | None) -> str:
         """A failed attempt: retried at ``fire_at`` (ms) while attempts remain, else dead.
@@ -145,6 +232,7 @@ class OrderModel:
         """
         del self.active[job_id]
         job = self.jobs[job_id]
+        self._recheck(job.group)
         if fire_at is None or job.attempts >= job.max_attempts:
             self.dead.add(job_id)
             return "dead"
@@ -158,6 +246,7 @@ class OrderModel:
         job = self.jobs[job_id]
         job.attempts = max(0, job.attempts - 1)
         self._enter_lane(job_id)
+        self._recheck(job.group)
 
     def pause(self) -> None:
         self.paused = True
@@ -198,16 +287,89 @@ class OrderModel:
             arrival: int | str = self.counter if self.ordering == "composite" else job_id
             job.place = (job.tier, arrival, job_id)
         lane = self.lanes.setdefault(job.group, [])
-        if not lane:
+        if not lane and job.group not in self.parked:
             self.ring.append(job.group)
+            self.vt = job.group
         heapq.heappush(lane, job.place)
 
     def _leave_ring(self, group: Group) -> None:
+        """A lane that emptied (not by a claim) leaves the ring, or the parked lanes."""
+        if group in self.parked:
+            anchor = self.parked[group]
+            if self.vt == group:
+                self.vt = anchor
+            self._unparked(group)
+            if self.parked and anchor != group:
+                self.gone[group] = anchor
+            return
         if self.ring and self.ring[0] == group:
             self.turn_left = None
+        pos = self.ring.index(group)
+        pred: Group | _Unset = self.vt if pos == 0 else self.ring[pos - 1]
+        self._left_cycle(group, pred)
         self.ring.remove(group)
 
+    def _left_cycle(self, group: Group, pred: Group | _Unset) -> None:
+        if pred == group:
+            pred = UNSET
+        if self.parked and not isinstance(pred, _Unset):
+            self.gone[group] = pred
+        if self.vt == group:
+            self.vt = pred
+
+    # -- lane controls -------------------------------------------------------
+    def active_in(self, group: Group) -> int:
+        return sum(1 for job_id in self.active if self.jobs[job_id].group == group)
+
+    def eligible(self, group: Group) -> bool:
+        if group in self.lane_paused:
+            return False
+        if group in self.rates and self.rate_claims.get(group, 0) >= self.rates[group]:
+            return False
+        cap = self.caps.get(group)
+        return cap is None or self.active_in(group) < cap
+
+    def _park_head(self) -> None:
+        group = self.ring[0]
+        anchor = self.vt if not isinstance(self.vt, _Unset) else self.ring[-1]
+        self.ring.popleft()
+        self.parked[group] = anchor
+        self.vt = group
+
+    def _unparked(self, group: Group) -> None:
+        del self.parked[group]
+        if not self.parked:
+            self.gone.clear()
+
+    def _pivot(self, group: Group) -> Group | _Unset:
+        """The nearest lane before a parked lane that is in the ring, or UNSET (the tail)."""
+        x: Group | _Unset = self.parked[group]
+        for _ in range(64):
+            if isinstance(x, _Unset) or x == group:
+                return UNSET
+            if x in self.parked:
+                x = self.parked[x]
+            elif self.lanes.get(x):
+                return x
+            else:
+                x = self.gone.get(x, UNSET)
+        return UNSET
+
+    def _recheck(self, group: Group) -> None:
+        """A parked lane that can be served goes back right after its pivot."""
+        if group not in self.parked or not self.eligible(group):
+            return
+        pivot = self._pivot(group)
+        self._unparked(group)
+        if not isinstance(pivot, _Unset) and pivot in self.ring:
+            self.ring.insert(self.ring.index(pivot) + 1, group)
+        else:
+            self.ring.append(group)
+
     def _claim_one(self) -> str | None:
+        while self.ring and not self.eligible(self.ring[0]):
+            self._park_head()  # a zero-claim turn; the turn (if begun) ends
+            self.turn_left = None
         if not self.ring:
             return None
         group = self.ring[0]
@@ -216,11 +378,19 @@ class OrderModel:
         lane = self.lanes[group]
         job_id = heapq.heappop(lane)[2]
         self.turn_left -= 1
+        self.active[job_id] = NEVER  # counted at once (the caller sets the deadline)
+        if group in self.rates:
+            self.rate_claims[group] = self.rate_claims.get(group, 0) + 1
         if not lane:
             self.ring.popleft()
+            self._left_cycle(group, self.vt)
+            self.turn_left = None
+        elif not self.eligible(group):
+            self._park_head()  # it reached its cap during its turn: the turn ends
             self.turn_left = None
         elif self.turn_left == 0:
             self.ring.rotate(-1)
+            self.vt = group
             self.turn_left = None
         return job_id
 
@@ -230,12 +400,17 @@ class OrderModel:
             self.retrying.discard(job_id)
             self._enter_lane(job_id, fresh=True)  # a retry comes due: a fresh arrival
 
-    def _reap(self, now: float) -> None:
+    def _reap(self, now: float) -> list[Group]:
+        """Expired leases back (or dead); returns the lanes that got slots back."""
+        freed: list[Group] = []
         for _, job_id in sorted((d, i) for i, d in self.active.items() if d <= now):
             del self.active[job_id]
             job = self.jobs[job_id]
+            if job.group not in freed:
+                freed.append(job.group)
             job.stalls += 1
             if job.stalls > self.max_stalls:
                 self.dead.add(job_id)
             else:
                 self._enter_lane(job_id)
+        return freed

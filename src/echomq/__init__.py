@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from echomq.control import Retry, Unrecoverable, current_job
+from echomq.control import RateLimited, Retry, Unrecoverable, current_job
 from echomq.errors import (
     DependencyFailed,
     EchoMQError,
@@ -16,9 +16,11 @@ from echomq.errors import (
     InvalidPriority,
     InvalidSchedule,
     InvalidScore,
+    InvalidState,
     InvalidWeight,
     JobCancelled,
     JobNotFound,
+    LaneFull,
     LeaseLost,
     NotReplicated,
     OrderingMismatch,
@@ -55,10 +57,12 @@ __all__ = [
     "InvalidPriority",
     "InvalidSchedule",
     "InvalidScore",
+    "InvalidState",
     "InvalidWeight",
     "Job",
     "JobCancelled",
     "JobNotFound",
+    "LaneFull",
     "LaneInfo",
     "LeaseLost",
     "MaintenanceReport",
@@ -68,6 +72,7 @@ __all__ = [
     "PayloadError",
     "Queue",
     "QueueStats",
+    "RateLimited",
     "Retry",
     "ScheduleInfo",
     "ServerError",

@@ -2,6 +2,8 @@
 
 - ``raise Retry(delay=30)``: run the job again after 30 seconds. The attempt
   counts, so a job that keeps asking is dead after its ``max_attempts``.
+- ``raise RateLimited(seconds=10)``: the job's lane is not served for 10
+  seconds and the job goes back to waiting at its place (no attempt counted).
 - ``raise Unrecoverable("bad address")``: dead at once, whatever attempts
   remain (the message is the job's error).
 - ``current_job()``: the :class:`~echomq.job.Job` the calling handler runs
@@ -30,6 +32,17 @@ class Retry(Exception):
         self.delay = delay
         self.reason = reason
         super().__init__(reason if delay is None else f"{reason} (in {delay:g} s)")
+
+
+class RateLimited(Exception):
+    """Raised by a handler (e.g. on an HTTP 429): the job's lane is not served for
+    ``seconds`` (server clock) and the job goes back to waiting at its place
+    without counting an attempt (docs/ordering.md "Lane controls")."""
+
+    def __init__(self, seconds: float, reason: str = "rate limited") -> None:
+        self.seconds = check_seconds("RateLimited seconds", seconds, 0.0, MAX_DELAY, open_low=True)
+        self.reason = reason
+        super().__init__(f"{reason} (lane held for {self.seconds:g} s)")
 
 
 class Unrecoverable(Exception):

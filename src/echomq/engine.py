@@ -28,8 +28,10 @@ from echomq.errors import (
     InvalidDependency,
     InvalidOption,
     InvalidSchedule,
+    InvalidState,
     JobCancelled,
     JobNotFound,
+    LaneFull,
     LeaseLost,
     OrderingMismatch,
     raise_for_code,
@@ -44,6 +46,7 @@ from echomq.job import (
     ms_to_datetime,
 )
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
+from echomq.lanecontrols import UNSET, Unset, check_throttle, encode_controls, parse_rate
 from echomq.options import (
     DEFAULT_DURABLE_TIMEOUT,
     DEFAULT_LEASE,
@@ -384,6 +387,12 @@ class Engine:
             raise InvalidDependency(
                 f"depends_on job {dep!r} {why} in queue {self.queue!r}; nothing was added"
             )
+        if isinstance(reply, list) and reply and reply[0] == -5:
+            _, lane, held, adding, most = reply
+            raise LaneFull(
+                f"lane {group_of(lane)!r} of queue {self.queue!r} holds {held} waiting + delayed "
+                f"job(s); adding {adding} would pass its max_waiting {most} (nothing was added)"
+            )
         if isinstance(reply, int):
             raise OrderingMismatch(
                 f"queue {self.queue!r} exists with another ordering than "
@@ -500,12 +509,15 @@ class Engine:
 
         return self._script("extendMany", parse, *argv)
 
-    def release(self, job: Job, delay: float = 0.0) -> Call[None]:
+    def release(self, job: Job, delay: float = 0.0, *, throttle: float | None = None) -> Call[None]:
         """Give a claimed job back unfinished, with no stall and no attempt counted
         (LeaseLost if no longer the holder): waiting again at once at its old
-        place, or after ``delay`` seconds (then behind the jobs waiting then)."""
+        place, or after ``delay`` seconds (then behind the jobs waiting then).
+        ``throttle``: also do not serve the job's lane for that many seconds (in
+        the same script: ``RateLimited`` from a handler)."""
         token = _lease_of(job)
         wait_ms = delay_ms(delay)
+        hold = "" if throttle is None else str(check_throttle(throttle))
         detail = f"job {job.id}: release refused"
 
         def parse(reply: Any) -> None:
@@ -513,7 +525,7 @@ class Engine:
             job.lease_token = job.lease_deadline = None
             job.state = State.DELAYED if wait_ms > 0 else State.WAITING
 
-        return self._script("release", parse, job.id, token, str(wait_ms))
+        return self._script("release", parse, job.id, token, str(wait_ms), hold)
 
     def cancel(self, job_id: str, *, retry: bool = False) -> Call[bool]:
         """Cancel a job: one that has not started (waiting, delayed, retry pending)
@@ -928,20 +940,105 @@ class Engine:
         )
 
     def lanes(self, limit: int = 1000) -> Call[list[LaneInfo]]:
-        """The lanes in ring order with weight, backlog, claims served and the turn left."""
+        """The lanes in ring order with weight, backlog, claims served, the turn left
+        and their controls, then the parked lanes and the lanes with controls that
+        hold no waiting job (position -1)."""
         check_int("limit", limit, 1, 1_000_000)
 
         def parse(reply: Any) -> list[LaneInfo]:
-            flat, turn = reply[1], reply[2]
+            flat, turn, now = reply[0], reply[1], int(reply[2])
             out = []
-            for pos, i in enumerate(range(0, len(flat), 4)):
-                lane = flat[i]
+            for i in range(0, len(flat), 12):
+                row = flat[i : i + 12]
+                lane, pos = row[0], int(row[1])
                 left = int(turn[1]) if turn[0] == lane and turn[1] != "" and pos == 0 else None
-                weight, backlog, served = int(flat[i + 2]), int(flat[i + 1]), int(flat[i + 3])
-                out.append(LaneInfo(group_of(lane), pos, weight, backlog, served, left))
+                until = int(row[9]) if row[9] != "" and int(row[9]) > now else None
+                out.append(
+                    LaneInfo(
+                        group_of(lane),
+                        pos,
+                        int(row[3]),
+                        int(row[2]),
+                        int(row[4]),
+                        left,
+                        concurrency=int(row[5]) if row[5] != "" else None,
+                        rate=parse_rate(row[6]) if row[6] != "" else None,
+                        paused=row[7] == "1",
+                        max_waiting=int(row[8]) if row[8] != "" else None,
+                        active=max(0, int(row[10] or "0")),
+                        parked=row[11] == "1",
+                        throttled_until=ms_to_datetime(row[9]) if until is not None else None,
+                    )
+                )
             return out
 
-        return self._script("stats", parse, str(limit))
+        return self._script("laneList", parse, str(limit))
+
+    def set_lane(
+        self,
+        group: str | None,
+        *,
+        weight: int | Unset | None = UNSET,
+        concurrency: int | Unset | None = UNSET,
+        rate: tuple[int, float] | Unset | None = UNSET,
+        paused: bool | Unset = UNSET,
+        max_waiting: int | Unset | None = UNSET,
+    ) -> Call[None]:
+        """Change one lane's controls (docs/ordering.md "Lane controls"): an omitted
+        argument is left as it is, ``None`` removes that control. ``concurrency=k``:
+        at most k jobs of the lane active at once; ``rate=(max, per_seconds)``: at
+        most max claims start in any window of per_seconds; ``paused``: not served;
+        ``max_waiting=n``: adds that would make the lane hold more than n waiting +
+        delayed jobs raise LaneFull."""
+        lane = lane_of(group)
+        pairs = encode_controls(
+            weight=weight,
+            concurrency=concurrency,
+            rate=rate,
+            paused=paused,
+            max_waiting=max_waiting,
+        )
+        if not pairs:
+            raise InvalidOption(
+                "set_lane needs one of weight, concurrency, rate, paused, max_waiting"
+            )
+        return self._script("setLane", _none, lane, *pairs)
+
+    def change(
+        self,
+        job_id: str,
+        *,
+        priority: int | Unset = UNSET,
+        group: str | Unset | None = UNSET,
+    ) -> Call[Job]:
+        """Move a waiting or delayed job to another tier (``priority``) and/or lane
+        (``group``; None is the default lane), keeping its arrival: it stands where
+        it would had it been added with those options. Raises JobNotFound for an
+        unknown id, InvalidState for a job in another state, LaneFull when the new
+        lane is at its max_waiting."""
+        ids.parse_id(job_id)
+        tier = "" if isinstance(priority, Unset) else str(check_tier(priority))
+        moving = "0" if isinstance(group, Unset) else "1"
+        lane = "" if isinstance(group, Unset) else lane_of(group)
+
+        def parse(reply: Any) -> Job:
+            if isinstance(reply, int):
+                raise JobNotFound(f"no job {job_id!r} in queue {self.queue!r}")
+            if reply and reply[0] == -6:
+                raise InvalidState(
+                    f"job {job_id!r} is {reply[1]}: change() moves only waiting or delayed jobs"
+                )
+            if reply and reply[0] == -5:
+                self._parse_add(reply)
+            return Job.from_hash(job_id, _pairs(reply))
+
+        return self._script("change", parse, job_id, tier, moving, lane)
+
+    def throttle(self, group: str | None, seconds: float) -> Call[None]:
+        """Do not serve ``group``'s lane for ``seconds`` from now (server clock); a
+        throttle never shortens one already in force."""
+        lane = lane_of(group)
+        return self._script("setLane", _none, lane, "t", str(check_throttle(seconds)))
 
     def waiting_tiers(
         self, lane_limit: int = 100, tier_limit: int = 32

@@ -108,6 +108,16 @@ class FormatTooNew(EchoMQError):
     """The queue was written in a newer stored format than this client knows."""
 
 
+class LaneFull(EchoMQError):
+    """An add (or a ``change`` into a lane) would make the lane hold more waiting +
+    delayed jobs than its ``max_waiting``; nothing was written."""
+
+
+class InvalidState(EchoMQError):
+    """The job is in a state the operation does not apply to (e.g. ``change`` of an
+    active job)."""
+
+
 class ServerError(EchoMQError):
     """The server could not be started or reached."""
 
@@ -135,6 +145,8 @@ SCRIPT_ERRORS: dict[int, type[EchoMQError]] = {
     -2: LeaseLost,
     -3: OrderingMismatch,
     -4: JobCancelled,
+    -5: LaneFull,
+    -6: InvalidState,
 }
 
 

@@ -24,6 +24,7 @@ from echomq.job import ms_to_datetime
 KINDS = (
     "added",
     "scheduled",
+    "skipped",
     "unblocked",
     "claimed",
     "progress",

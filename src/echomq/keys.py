@@ -182,6 +182,24 @@ class QueueKeys:
         were deleted, published by the scripts (includes/retention.lua, "Waiters")."""
         return self._part("done")
 
+    @property
+    def lanectl(self) -> str:
+        """hash: lane controls and counters (``c:L`` cap, ``r:L`` rate, ``p:L`` paused,
+        ``m:L`` max_waiting, ``t:L`` throttled until, ``a:L`` active, ``d:L`` delayed,
+        ``k:L`` the anchor of a parked lane; ``vt`` the ring's virtual tail, ``np``
+        parked lanes): includes/controls.lua."""
+        return self._part("lanectl")
+
+    @property
+    def lanewake(self) -> str:
+        """zset: parked lane → the time (ms) its rate window or throttle ends."""
+        return self._part("lanewake")
+
+    @property
+    def gone(self) -> str:
+        """hash: lane that left the ring while lanes were parked → the lane before it."""
+        return self._part("gone")
+
     # data-dependent keys (built by includes/keys.lua on the server)
     def job(self, job_id: str) -> str:
         return self._part("job:" + job_id)
@@ -191,6 +209,10 @@ class QueueKeys:
 
     def idem(self, key: str) -> str:
         return self._part("idem:" + key)
+
+    def rate(self, lane: str) -> str:
+        """list: a rate-limited lane's last claim times (ms), newest first."""
+        return self._part("rate:" + lane)
 
     def dependents(self, job_id: str) -> str:
         """set: the blocked jobs that wait for ``job_id`` to complete."""
@@ -220,6 +242,9 @@ class QueueKeys:
             self.events,
             self.waiters,
             self.renumber,
+            self.lanectl,
+            self.lanewake,
+            self.gone,
             self.schedules,
             self.fires,
             self.fired,

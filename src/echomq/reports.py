@@ -21,6 +21,18 @@ class LaneInfo:
     backlog: int
     served: int
     turn_left: int | None = None
+    #: lane controls (``set_lane``); None where not set
+    concurrency: int | None = None
+    rate: tuple[int, float] | None = None
+    paused: bool = False
+    max_waiting: int | None = None
+    #: jobs of the lane active now
+    active: int = 0
+    #: the lane is out of the ring until it can be served (paused, at its cap,
+    #: throttled or over its rate); ``position`` is then -1
+    parked: bool = False
+    #: throttled (``throttle`` / ``RateLimited``) until this time (server clock)
+    throttled_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""``echomq stats``, ``echomq lanes`` and ``echomq weight``."""
+"""``echomq stats``, ``echomq lanes``, ``echomq weight`` and ``echomq lane``."""
 
 from __future__ import annotations
 
@@ -80,3 +80,25 @@ def test_stats_watch_refreshes_until_interrupted(
         assert proc.wait(timeout=5) == 0
     assert first["counts"]["waiting"] == 1
     assert waiting[-1] == 2  # a refresh after the add (at most one was already under way)
+
+
+def test_lane_sets_and_shows_controls(cli: RunCli, sq: SyncQueue) -> None:
+    done = cli("lane", "acme", "--concurrency", "5", "--rate", "100/1s", "--max-waiting", "10000")
+    assert done.returncode == 0, done.stderr
+    assert cli("lane", "acme", "--pause").returncode == 0
+    data = json.loads(cli("lane", "acme", "--json").stdout)
+    assert (data["concurrency"], data["rate"], data["paused"], data["max_waiting"]) == (
+        5,
+        {"max": 100, "per_seconds": 1.0},
+        True,
+        10000,
+    )
+    assert cli("lane", "acme", "--resume", "--concurrency", "none").returncode == 0
+    info = next(x for x in sq.lanes() if x.group == "acme")
+    assert (info.paused, info.concurrency, info.rate) == (False, None, (100, 1.0))
+    sq.add("j", group="acme")
+    text = cli("lanes").stdout
+    assert "0/–" in text and "100/1s" in text and "max_waiting 10000" in text
+    for bad in (["--concurrency", "0"], ["--rate", "fast"], ["--concurrency", "x"]):
+        line = one_line_error(cli("lane", "acme", *bad))
+        assert "concurrency" in line or "rate" in line, line

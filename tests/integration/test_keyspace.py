@@ -16,10 +16,17 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
     lua = (
         "local PREFIX = ARGV[1]\n"
         + include_source("keys")
-        + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4])}"
+        + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]),"
+        + " rate_key(ARGV[3])}"
     )
     got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7")
-    assert got == [keys.job("job_x"), keys.lane("acme"), keys.lane(""), keys.idem("inv-7")]
+    assert got == [
+        keys.job("job_x"),
+        keys.lane("acme"),
+        keys.lane(""),
+        keys.idem("inv-7"),
+        keys.rate("acme"),
+    ]
 
 
 def test_every_script_takes_the_fixed_keys_in_order() -> None:
@@ -41,6 +48,9 @@ def test_every_script_takes_the_fixed_keys_in_order() -> None:
         "events",
         "waiters",
         "renumber",
+        "lanectl",
+        "lanewake",
+        "gone",
         "schedules",
         "fires",
         "fired",

@@ -128,8 +128,47 @@ class RetryDead:
     picks: tuple[int, ...]  # indexes (mod their number) into every id added, in this order
 
 
+@dataclass(frozen=True)
+class SetCap:
+    group: Group
+    cap: int | None  # concurrency; None removes the cap
+
+
+@dataclass(frozen=True)
+class Change:
+    pick: int  # index (mod their number) into the waiting and delayed jobs
+    tier: int
+    group: Group
+
+
+@dataclass(frozen=True)
+class SetRate:
+    group: Group
+    most: int | None  # claims per RATE_WINDOW (longer than any example); None removes it
+
+
+@dataclass(frozen=True)
+class PauseLane:
+    group: Group
+    paused: bool
+
+
 Outcome = Complete | Fail | Release
-Op = Add | AddMany | SetWeight | Claim | Remove | Stall | Outcome | Pause | Resume | RetryDead
+Control = SetCap | PauseLane | Change | SetRate
+RATE_WINDOW = 3600.0
+Op = (
+    Add
+    | AddMany
+    | SetWeight
+    | Claim
+    | Remove
+    | Stall
+    | Outcome
+    | Pause
+    | Resume
+    | RetryDead
+    | Control
+)
 
 GROUPS: tuple[Group, ...] = (None, "a", "b", "c")
 BIG_TIERS = (MAX_TIER, MAX_TIER - 1, 2**20)
@@ -160,6 +199,10 @@ completes = st.builds(Complete, st.integers(0, 7))
 fails = st.builds(Fail, st.integers(0, 7), st.sampled_from([None, 0.0, 0.0, SHORT, FAR_FUTURE]))
 releases = st.builds(Release, st.integers(0, 7))
 pauses = st.one_of(st.just(Pause()), st.just(Resume()))
+set_caps = st.builds(SetCap, groups, st.sampled_from([None, 1, 1, 2, 3]))
+pause_lanes = st.builds(PauseLane, groups, st.booleans())
+changes = st.builds(Change, st.integers(0, 7), tiers, groups)
+set_rates = st.builds(SetRate, groups, st.sampled_from([None, 1, 2, 4]))
 retry_deads = st.builds(RetryDead, st.lists(st.integers(0, 30), min_size=1, max_size=4).map(tuple))
 
 
@@ -294,6 +337,28 @@ class Lockstep:
                 self.outcome(op)
             case Pause() | Resume() | RetryDead():
                 self.control(op)
+            case SetCap() | PauseLane() | Change() | SetRate():
+                self.lane_control(op)
+
+    def lane_control(self, op: Control) -> None:
+        match op:
+            case SetRate(group, most):
+                self.queue.set_lane(group, rate=None if most is None else (most, RATE_WINDOW))
+                self.model.set_lane(group, rate=most)
+            case Change(pick, tier, group):
+                model = self.model
+                movable = model.waiting_ids() + sorted(set(model.delayed) - model.retrying)
+                if movable:
+                    job_id = movable[pick % len(movable)]
+                    job = self.queue.change(job_id, priority=tier, group=group)
+                    assert (job.priority, job.group) == (tier, group)
+                    model.change(job_id, tier, group)
+            case SetCap(group, cap):
+                self.queue.set_lane(group, concurrency=cap)
+                self.model.set_lane(group, concurrency=cap)
+            case PauseLane(group, paused):
+                self.queue.set_lane(group, paused=paused)
+                self.model.set_lane(group, paused=paused)
 
     def _add_many(self, items: Sequence[Add], late_first: bool) -> None:
         if not late_first:
@@ -424,7 +489,13 @@ class Lockstep:
             self.held.pop(job_id, None)
 
     def drain(self) -> None:
-        """Claim until empty; afterwards nothing is waiting on either side."""
+        """Claim until empty (caps and lane pauses lifted first, on both sides);
+        afterwards nothing is waiting on either side."""
+        controlled = set(self.model.caps) | self.model.lane_paused | set(self.model.rates)
+        for group in sorted(controlled, key=str):
+            self.apply(SetCap(group, None))
+            self.apply(PauseLane(group, False))
+            self.apply(SetRate(group, None))
         while self.claim(7):
             pass
         assert self.model.waiting() == 0
@@ -636,6 +707,76 @@ def test_retries_releases_and_revivals_follow_the_model(
         with fresh_queue(client, queue_name, ordering, **options) as queue:
             model = OrderModel(ordering, max_stalls=max_stalls, max_attempts=max_attempts)
             Lockstep(queue, model).run(program)
+
+
+# -- 3b. lane controls: caps and paused lanes ----------------------------------
+# the contract example (DESIGN §8): A B C D with C capped at 1 serve
+# A B C D A B D A …; once C's slot frees, C is served at its next turn
+CAPPED_LANE_EXAMPLE = [
+    SetCap("c", 1),
+    lane_jobs("a", "b", "c", None, "a", "b", "c", None, "a", "b", "c", None),
+    Claim(1), Claim(1), Claim(1), Claim(1), Claim(1), Claim(1), Claim(1), Claim(1),
+    Complete(2),
+    Claim(4),
+]  # fmt: skip
+# a lane reaches its cap in the middle of its turn: the turn ends there
+CAP_ENDS_TURN = [
+    SetWeight("a", 3),
+    SetCap("a", 2),
+    lane_jobs("a", "a", "a", "a", "b", "b"),
+    Claim(3),
+    Complete(0),
+    Claim(3),
+]
+# every lane parked, then served again in the order their slots free
+# a lane at its rate is passed over; setting a rate again starts a fresh record
+RATE_EXAMPLE = [SetRate("a", 1), lane_jobs("a", "a", "b", "b"), Claim(3), SetRate("a", 2), Claim(2)]
+ALL_PARKED = [
+    SetCap("a", 1), SetCap("b", 1), SetCap("c", 1),
+    lane_jobs("a", "a", "b", "b", "c", "c"),
+    Claim(5), Claim(1),
+    Complete(1), Complete(0), Claim(1), Complete(0), Claim(2),
+]  # fmt: skip
+
+
+@PROFILE
+@given(
+    program=programs(
+        adds(),
+        add_manys(adds()),
+        set_weights,
+        set_caps,
+        set_caps,
+        pause_lanes,
+        set_rates,
+        changes,
+        adds(ANY_DELAY),
+        claims,
+        claims,
+        stalls,
+        completes,
+        completes,
+        fails,
+        releases,
+        removes,
+        min_size=8,
+        max_size=30,
+    )
+)
+@example(program=CAPPED_LANE_EXAMPLE)
+@example(program=CAP_ENDS_TURN)
+@example(program=ALL_PARKED)
+@example(
+    program=[SetRate("a", 1), lane_jobs("a", "a", "b", "b"), Claim(3), SetRate("a", 2), Claim(2)]
+)
+def test_caps_and_paused_lanes_follow_the_model(
+    client: connection.SyncClient, queue_name: str, program: list[Op]
+) -> None:
+    """Lanes at their cap or paused are passed over and come back at their place
+    in the ring's cyclic order (docs/ordering.md); every claim equals the model's."""
+    for ordering in ORDERINGS:
+        with fresh_queue(client, queue_name, ordering, max_stalls=1) as queue:
+            Lockstep(queue, OrderModel(ordering, max_stalls=1)).run(program)
 
 
 # -- 4. concurrent claimers -------------------------------------------------------

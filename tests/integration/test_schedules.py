@@ -359,3 +359,18 @@ def test_a_fire_is_an_event(sq: SyncQueue, redis_client: redis.Redis) -> None:
     [job] = fired_jobs(sq, "ev", "g")
     events = [e for e in sq.read_events(cursor).events if e.job_id == job.id]
     assert [(e.kind, e.group) for e in events] == [("scheduled", "g")]
+
+
+def test_a_fire_into_a_full_lane_is_skipped(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    sq.set_lane("small", max_waiting=1)
+    sq.add("filler", group="small")
+    cursor = sq.read_events(None).cursor
+    nxt = sq.schedule("full", every=0.3, name="j", group="small")
+    assert nxt is not None
+    wait_past(redis_client, nxt)
+    report = sq.maintain()
+    assert (report.fired, report.skipped) == (0, 1)
+    s = info(sq, "full")
+    assert s.last_skip == "lane-full" and s.skipped == 1
+    events = [e for e in sq.read_events(cursor).events if e.kind == "skipped"]
+    assert [(e.job_id, e.group, e.error) for e in events] == [("full", "small", "lane-full")]

@@ -25,7 +25,7 @@ from echomq.errors import (
     LeaseLost,
     OrderingMismatch,
 )
-from echomq.job import Job, State
+from echomq.job import Job, State, ms_to_datetime
 from echomq.options import QueueOptions
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 
@@ -162,7 +162,8 @@ def test_release_and_progress_update_the_job_only_when_accepted(engine: Engine) 
     assert job.lease_token is None and job.state is State.WAITING
     job = claimed_job(engine)
     call = engine.release(job, delay=2.5)
-    assert call.args[-1] == "2500"
+    assert call.args[-2:] == ["2500", ""]
+    assert engine.release(claimed_job(engine), throttle=1.5).args[-1] == "1500"
     call.parse(1)
     assert job.state is State.DELAYED
     with pytest.raises(echomq.InvalidDelay):
@@ -219,9 +220,31 @@ def test_stats_and_lanes(engine: Engine) -> None:
     assert stats.ever_used and stats.to_dict()["last_activity"] == AT.isoformat()
     never = engine.stats().parse([["0"] * 8 + ["", "0"], [], ["", ""], ["0", "0", "0"], ""])
     assert not never.ever_used and never.last_activity is None
-    assert engine.lanes().parse(STATS_REPLY) == [
-        LaneInfo("acme", 0, 5, 3, 10, 4),
-        LaneInfo(None, 1, 1, 2, 0, None),
+    lanes_reply = [
+        [
+            *("acme", "0", "3", "5", "10", "", "", "", "", "", "2", "0"),
+            *("", "1", "2", "1", "0", "4", "100 1000", "1", "50", str(MS + 5), "4", "1"),
+        ],
+        ["acme", "4"],
+        str(MS),
+    ]
+    assert engine.lanes().parse(lanes_reply) == [
+        LaneInfo("acme", 0, 5, 3, 10, 4, active=2),
+        LaneInfo(
+            None,
+            1,
+            1,
+            2,
+            0,
+            None,
+            concurrency=4,
+            rate=(100, 1.0),
+            paused=True,
+            max_waiting=50,
+            active=4,
+            parked=True,
+            throttled_until=ms_to_datetime(str(MS + 5)),
+        ),
     ]
     tiers = engine.waiting_tiers().parse(["acme", ["0", "3", "2", "1"], "1", "", [], "0"])
     assert tiers == {"acme": TierCounts({0: 3, 2: 1}, True), None: TierCounts({}, False)}

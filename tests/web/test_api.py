@@ -272,6 +272,25 @@ def test_metrics_in_prometheus_text_format(
     assert got[("echomq_claim_latency_seconds_bucket", (("le", "+Inf"), q))] >= 2
 
 
+def test_metrics_and_api_show_lane_controls(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.set_lane("acme", concurrency=2, rate=(50, 1.0))
+    sq.set_lane("idle", paused=True)
+    sq.add_many([{"name": "m", "group": "acme"} for _ in range(3)])
+    sq.claim(3)
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN, interval=0.2)
+    got = samples(d.http.get("/metrics").text)
+    q = ("queue", sq.name)
+    assert got[("echomq_lane_active", (("lane", "acme"), q))] == 2
+    assert got[("echomq_lane_concurrency_limit", (("lane", "acme"), q))] == 2
+    assert got[("echomq_lane_paused", (("lane", "idle"), q))] == 1
+    lanes = {x["label"]: x for x in d.http.get(f"/api/queues/{sq.name}").json()["lanes"]}
+    assert (lanes["acme"]["active"], lanes["acme"]["concurrency"]) == (2, 2)
+    assert lanes["acme"]["rate"] == {"max": 50, "per_seconds": 1.0}
+    assert lanes["idle"]["paused"] and lanes["idle"]["position"] == -1
+
+
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of an exposition, keyed by name and sorted labels."""
     return {

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "events": "echomq.cli.events:events",
     "lanes": "echomq.cli.stats:lanes",
     "weight": "echomq.cli.stats:weight",
+    "lane": "echomq.cli.lane:lane",
     "pause": "echomq.cli.queues:pause",
     "resume": "echomq.cli.queues:resume",
     "config": "echomq.cli.config:config",

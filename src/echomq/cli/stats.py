@@ -183,19 +183,36 @@ def lane_rows(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
             "share": lane.served / served_total if served_total else None,
             "weight_share": lane.weight / weight_total if weight_total else None,
             "turn_left": lane.turn_left,
+            "concurrency": lane.concurrency,
+            "active": lane.active,
+            "rate": None
+            if lane.rate is None
+            else {"max": lane.rate[0], "per_seconds": lane.rate[1]},
+            "paused": lane.paused,
+            "max_waiting": lane.max_waiting,
+            "parked": lane.parked,
+            "throttled_until": None
+            if lane.throttled_until is None
+            else lane.throttled_until.isoformat(),
         }
         for lane in lanes
     ]
+
+
+LANE_COLUMNS = (
+    *("#", "lane", "weight", "backlog", "served", "share", "weight share", "turn left"),
+    *("active/cap", "rate", "controls"),
+)
 
 
 def lanes_view(rows: list[dict[str, Any]], idle: dict[str | None, int]) -> list[str]:
     served_total = sum(r["served"] for r in rows)
     weight_total = sum(r["weight"] for r in rows)
     table = plain_table(
-        ("#", "lane", "weight", "backlog", "served", "share", "weight share", "turn left"),
+        LANE_COLUMNS,
         (
             (
-                str(r["position"]),
+                "–" if r["position"] < 0 else str(r["position"]),
                 lane_label(r["group"], markup=False),
                 str(r["weight"]),
                 str(r["backlog"]),
@@ -203,16 +220,19 @@ def lanes_view(rows: list[dict[str, Any]], idle: dict[str | None, int]) -> list[
                 percent(r["served"], served_total),
                 percent(r["weight"], weight_total),
                 "" if r["turn_left"] is None else str(r["turn_left"]),
+                f"{r['active']}/{'–' if r['concurrency'] is None else r['concurrency']}",
+                "" if r["rate"] is None else f"{r['rate']['max']}/{r['rate']['per_seconds']:g}s",
+                controls_text(r),
             )
             for r in rows
         ),
-        right={0, 2, 3, 4, 5, 6, 7},
+        right={0, 2, 3, 4, 5, 6, 7, 8},
     )
     lines = [
-        "lanes in ring order (head first):",
+        "lanes in ring order (head first), then parked and idle lanes with controls (#: –):",
         *table,
         "served = claims since the lane joined the ring; share = served / Σ served; "
-        "weight share = weight / Σ weights",
+        "weight share = weight / Σ weights; parked = out of the ring until it can be served",
     ]
     if idle:
         idle_text = ", ".join(
@@ -221,6 +241,19 @@ def lanes_view(rows: list[dict[str, Any]], idle: dict[str | None, int]) -> list[
         )
         lines.append(f"idle lanes with a weight set: {idle_text}")
     return lines
+
+
+def controls_text(row: dict[str, Any]) -> str:
+    words = []
+    if row["paused"]:
+        words.append("paused")
+    if row["parked"]:
+        words.append("parked")
+    if row["throttled_until"]:
+        words.append(f"throttled until {row['throttled_until']}")
+    if row["max_waiting"] is not None:
+        words.append(f"max_waiting {row['max_waiting']}")
+    return ", ".join(words)
 
 
 def _lanes_snapshot(q: SyncQueue, limit: int) -> tuple[list[dict[str, Any]], dict[str | None, int]]:

@@ -21,12 +21,16 @@
 --          E_ORDERING (-3) if the queue exists with the other ordering, or
 --          {E_NOT_FOUND (-1), id, state} if a dependency is unknown ("") or
 --          dead (nothing is written then).
+--          {E_LANE_FULL (-5), lane, held, adding, max_waiting} when the batch
+--          would make a lane hold more than its max_waiting waiting + delayed
+--          jobs (nothing is written).
 -- @include fixed
 -- @include keys
 -- @include clock
 -- @include events
 -- @include lanes
 -- @include renumber
+-- @include controls
 -- @include format
 
 local requested = ARGV[7]
@@ -42,6 +46,7 @@ local ids = {}
 local key_owner, created_ids = {}, {}   -- what earlier jobs of this batch create
 local lanes = {}
 local blocked_on = {}  -- job index -> its pending dependencies
+local adding, adding_order = {}, {}   -- lane -> jobs this batch adds to it
 for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
   local existing = nil
@@ -75,6 +80,19 @@ for i, job in ipairs(jobs) do
     created_ids[id] = true
     if key ~= "" then key_owner[key] = id end
     read_lane(lanes, job[5])
+    local lane = job[5]
+    if not adding[lane] then adding_order[#adding_order + 1] = lane end
+    adding[lane] = (adding[lane] or 0) + 1
+  end
+end
+-- max_waiting: a lane may not hold more waiting + delayed jobs (the whole
+-- batch is refused, nothing written)
+for _, lane in ipairs(adding_order) do
+  local f = redis.call("HMGET", K_LANECTL, "m:" .. lane, "d:" .. lane)
+  local most = tonumber(f[1])
+  if most then
+    local held = redis.call("ZCARD", lane_key(lane)) + (tonumber(f[2]) or 0)
+    if held + adding[lane] > most then return {E_LANE_FULL, lane, held, adding[lane], most} end
   end
 end
 
@@ -131,6 +149,7 @@ for i, job in ipairs(jobs) do
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "delayed", "at", at
       ring_if_earliest(fire)
       redis.call("ZADD", K_DELAYED, at, id)
+      count_delayed(lane, 1)
       redis.call("HSET", job_key(id), unpack(fields))
       emit("added", id, lane, "nx", at)
     else

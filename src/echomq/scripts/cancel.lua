@@ -19,6 +19,7 @@
 -- @include clock
 -- @include events
 -- @include lanes
+-- @include controls
 -- @include retention
 
 local id, running_to = ARGV[7], ARGV[8]
@@ -29,9 +30,12 @@ local state, lane = f[1], f[2] or ""
 if state == "completed" or state == "dead" then return "finished" end
 local idem = state ~= "active" and read_idem(id)
 local now = now_ms()
+if state == "active" then plan_recheck(lane) end
 emit("cancelled", id, lane)
 if state == "active" then
   redis.call("ZREM", K_ACTIVE, id)
+  give_back(lane, 1)
+  recheck(lane, now)
   -- the lease that ran it: its heartbeat is told it was cancelled, not lost
   redis.call("HSET", jk, "cx", f[4] or "")
   if running_to == "retry" then
@@ -40,6 +44,7 @@ if state == "active" then
     redis.call("HSET", jk, "s", "failed", "at", fire, "e", "Cancelled: retried after the run stops")
     redis.call("ZADD", K_DELAYED, fire, id)
     redis.call("ZADD", K_RETRYING, fire, id)
+    count_delayed(lane, 1)
     emit("retrying", id, lane, "e", "Cancelled: retried after the run stops", "nx", fire)
   else
     bury(id, now, "Cancelled: stopped by cancel() while it ran")
@@ -54,6 +59,7 @@ if state == "waiting" then
     if redis.call("ZCARD", lk) == 0 then leave_ring(lane) end
   end
 end
+if state == "delayed" or state == "failed" then count_delayed(lane, -1) end
 redis.call("ZREM", K_DELAYED, id)
 redis.call("ZREM", K_RETRYING, id)
 redis.call("ZREM", K_BLOCKED, id)

@@ -26,11 +26,13 @@
 -- @include events
 -- @include lanes
 -- @include renumber
+-- @include controls
 -- @include retention
 -- @include time
 
 local EXPIRED_BUDGET = 1000  -- most expired jobs one call buries on top of n
 local n, lease_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
+local now = now_ms()
 
 -- Read before write: run the rotation below on what the lanes will hold
 -- once this call's promotions and returned leases are in, without writing,
@@ -88,26 +90,108 @@ local function take_next(cursor, count)
   return ids
 end
 
-local function foresee_claim(due, expired)
+-- The ring as the write phase below will see it, for the simulation: the
+-- real list read lazily in chunks (with the lanes this call puts back
+-- spliced in after their pivots), then the lanes placed at the tail.
+local function sim_ring()
+  local r = {front = {}, back = {}, fetched = 0, real_len = redis.call("LLEN", K_RING),
+    after = {}, len = 0}
+  r.len = r.real_len
+  return r
+end
+
+local function sim_fill(r)
+  if #r.front > 0 then return true end
+  if r.fetched < r.real_len then
+    local chunk = redis.call("LRANGE", K_RING, r.fetched, r.fetched + n)
+    r.fetched = r.fetched + #chunk
+    for _, lane in ipairs(chunk) do
+      r.front[#r.front + 1] = lane
+      for _, put in ipairs(r.after[lane] or {}) do r.front[#r.front + 1] = put end
+    end
+    -- the list may be shorter than LLEN said only if it changed: it cannot here
+    if #chunk == 0 then r.fetched = r.real_len end
+    return #r.front > 0
+  end
+  if #r.back == 0 then return false end
+  r.front, r.back = r.back, {}
+  return true
+end
+
+local function sim_head(r)
+  if not sim_fill(r) then return nil end
+  return r.front[1]
+end
+
+local function sim_pop(r)
+  table.remove(r.front, 1)
+  r.len = r.len - 1
+end
+
+-- Put a lane back after ``pivot`` (false: at the tail) before the rotation starts.
+local function sim_insert(r, lane, pivot)
+  r.len = r.len + 1
+  if pivot then
+    for i, x in ipairs(r.back) do
+      if x == pivot then
+        table.insert(r.back, i + 1, lane)
+        return
+      end
+    end
+    local list = r.after[pivot] or {}
+    r.after[pivot] = list
+    table.insert(list, 1, lane)  -- a later put-back after the same pivot goes before
+    return
+  end
+  r.back[#r.back + 1] = lane
+end
+
+local function foresee_claim(due, expired, woken)
   if #due.ids > 0 and not due.scores then return end
   local entries, joining = lane_entries(due, expired)
-  -- the ring's first n + 1 lanes are all a claim of n can reach (each turn
-  -- takes a job or drops a lane); lanes that join this call go to its tail
-  local real_len = redis.call("LLEN", K_RING)
-  local ring = redis.call("LRANGE", K_RING, 0, n)
-  local ring_len = real_len
+  local ring = sim_ring()
   for _, lane in ipairs(joining) do
-    if read_key("EXISTS", lane_key(lane)) == 0 then
-      ring_len = ring_len + 1
-      if real_len <= n + 1 then ring[#ring + 1] = lane end
+    if read_key("EXISTS", lane_key(lane)) == 0 and not is_parked(lane) then
+      ring.back[#ring.back + 1] = lane
+      ring.len = ring.len + 1
+    end
+  end
+  local gates = {}
+  local function gate_of(lane)
+    if not gates[lane] then gates[lane] = read_gate(lane) end
+    return gates[lane]
+  end
+  -- parked lanes that get a slot back (reap) or whose time came
+  local freed = {}
+  for i, id in ipairs(expired.ids) do
+    local f = expired.fields[i]
+    if f[1] then
+      local g = gate_of(f[3] or "")
+      g.active = g.active - 1
+      if not freed[g.lane] then
+        freed[g.lane] = true
+        freed[#freed + 1] = g.lane
+      end
+    end
+  end
+  for _, lane in ipairs(woken) do
+    if not freed[lane] then
+      freed[lane] = true
+      freed[#freed + 1] = lane
+    end
+  end
+  for _, lane in ipairs(freed) do
+    if is_parked(lane) and gate_open(gate_of(lane), now) then
+      sim_insert(ring, lane, unpark_pivot(lane))
     end
   end
   local turn = redis.call("HMGET", K_TURN, "lane", "left")
   local turn_lane, left = turn[1], tonumber(turn[2])
   local taken, size, weights, cursors = {}, {}, {}, {}
-  local remaining, at = n, 1
-  while remaining > 0 and ring_len > 0 and ring[at] do
-    local lane = ring[at]
+  local remaining = n
+  while remaining > 0 and ring.len > 0 do
+    local lane = sim_head(ring)
+    if not lane then break end
     local lk = lane_key(lane)
     if not weights[lane] then
       weights[lane] = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
@@ -115,47 +199,59 @@ local function foresee_claim(due, expired)
       taken[lane] = 0
       cursors[lane] = {lk, entries[lane] or {}, 0, 0}
     end
-    local weight = weights[lane]
-    if lane ~= turn_lane or not left then turn_lane, left = lane, weight end
-    local take = remaining
-    if ring_len > 1 and left < take then take = left end
-    local ids = take_next(cursors[lane], take)
-    for _, id in ipairs(ids) do
-      if read_key("EXISTS", job_key(id)) == 0 then missing_job(id) end
-    end
-    local got = #ids
-    taken[lane] = taken[lane] + got
-    remaining = remaining - got
-    at = at + 1
-    if got < take or taken[lane] >= size[lane] then
-      ring_len = ring_len - 1
-      turn_lane, left = false, nil
-    elseif got < left then
-      left = left - got
-      at = at - 1
+    local g = gate_of(lane)
+    if not gate_open(g, now) then
+      sim_pop(ring)
+      if turn_lane == lane then turn_lane, left = false, nil end
     else
-      local beyond = (got - left) % weight
-      if ring_len > 1 then
-        ring[#ring + 1] = lane
-      else
-        at = at - 1
+      local weight = weights[lane]
+      if lane ~= turn_lane or not left then turn_lane, left = lane, weight end
+      local take = remaining
+      if ring.len > 1 and left < take then take = left end
+      if g.gated then take = 1 end
+      local ids = take_next(cursors[lane], take)
+      for _, id in ipairs(ids) do
+        if read_key("EXISTS", job_key(id)) == 0 then missing_job(id) end
       end
-      if ring_len == 1 and beyond > 0 then left = weight - beyond else turn_lane, left = false, nil end
+      local got = #ids
+      taken[lane] = taken[lane] + got
+      g.taken = g.taken + got
+      remaining = remaining - got
+      if got < take or taken[lane] >= size[lane] then
+        sim_pop(ring)
+        turn_lane, left = false, nil
+      elseif g.gated and not gate_open(g, now) then
+        sim_pop(ring)             -- parked: its turn ends
+        turn_lane, left = false, nil
+      elseif got < left then
+        left = left - got
+      else
+        local beyond = (got - left) % weight
+        if ring.len > 1 then
+          table.remove(ring.front, 1)
+          ring.back[#ring.back + 1] = lane
+        end
+        if ring.len == 1 and beyond > 0 then left = weight - beyond else turn_lane, left = false, nil end
+      end
     end
   end
 end
-local now = now_ms()
 -- promote due jobs and return expired leases, at most a budget of each
 -- (includes/time.lua), both read before the first write
 local due = read_due(now, claim_budget(n))
 local expired = read_expired(now, false, claim_budget(n))
 local renumber_step = read_renumber(#due.ids)
+-- parked lanes whose throttle or rate window has ended
+local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
+for _, lane in ipairs(woken) do plan_recheck(lane) end
 local paused = redis.call("HGET", K_META, "paused") == "1"
-if not paused then foresee_claim(due, expired) end
+if not paused then foresee_claim(due, expired, woken) end
 apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
-reap(expired, now)
+local _, freed = reap(expired, now)
 flush_lanes()
+recheck_freed(freed, now)
+for _, lane in ipairs(woken) do recheck(lane, now) end
 if paused then
   flush_waiting()
   flush_events()
@@ -201,52 +297,92 @@ local function lease(id)
   return true
 end
 
+local gates = {}
+local vt = false                -- the virtual tail, read when first needed
+local function virtual_tail()
+  if vt == false then vt = redis.call("HGET", K_LANECTL, "vt") end
+  return vt
+end
 local remaining = n
 while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
   head = head or redis.call("LINDEX", K_RING, 0)
   local lane = head
-  -- the weight is read once per call, so a changed weight applies from the
-  -- next turn on
-  local weight = weight_of[lane]
-  if not weight then
-    weight = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
-    weight_of[lane] = weight
+  local g = gates[lane]
+  if not g then
+    g = read_gate(lane)
+    gates[lane] = g
   end
-  if lane ~= turn_lane or not left then turn_lane, left = lane, weight end
-  local take = remaining
-  if ring_len > 1 and left < take then take = left end
-  local lk = lane_key(lane)
-  local popped = redis.call("ZPOPMIN", lk, take)
-  local got = #popped / 2
-  for i = 1, #popped, 2 do
-    if lease(popped[i]) then remaining = remaining - 1 end
-  end
-  served[lane] = (served[lane] or 0) + got
-  if got < take or redis.call("EXISTS", lk) == 0 then
-    redis.call("LPOP", K_RING)
+  local open, at = gate_open(g, now)
+  if not open then
+    -- paused, at its cap, throttled or over its rate: a zero-claim turn,
+    -- and the lane is parked at the tail until it can be served
+    vt = park(lane, at, virtual_tail())
     ring_len, head = ring_len - 1, nil
-    served[lane] = false
-    redis.call("HDEL", K_SERVED, lane)
-    turn_lane, left = false, nil
-  elseif got < left then
-    left = left - got           -- the turn goes on
+    if turn_lane == lane then turn_lane, left = false, nil end
   else
-    -- the turn ran out (alone in the ring: got - left further pops made up
-    -- whole turns of this lane, the last perhaps still going on)
-    local beyond = (got - left) % weight
-    if ring_len > 1 then
-      redis.call("LMOVE", K_RING, K_RING, "LEFT", "RIGHT")
-      head = nil
+    -- the weight is read once per call, so a changed weight applies from the
+    -- next turn on
+    local weight = weight_of[lane]
+    if not weight then
+      weight = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
+      weight_of[lane] = weight
     end
-    if ring_len == 1 and beyond > 0 then
-      left = weight - beyond
-    else
+    if lane ~= turn_lane or not left then turn_lane, left = lane, weight end
+    local take = remaining
+    if ring_len > 1 and left < take then take = left end
+    if g.gated then take = 1 end  -- a controlled lane is checked before each claim
+    local lk = lane_key(lane)
+    local popped = redis.call("ZPOPMIN", lk, take)
+    local got = #popped / 2
+    for i = 1, #popped, 2 do
+      if lease(popped[i]) then
+        remaining = remaining - 1
+        g.taken = g.taken + 1
+      end
+    end
+    served[lane] = (served[lane] or 0) + got
+    local reopen, reopen_at = true, nil
+    if g.gated then reopen, reopen_at = gate_open(g, now) end
+    if got < take or redis.call("EXISTS", lk) == 0 then
+      redis.call("LPOP", K_RING)
+      left_cycle(lane, virtual_tail())
+      if vt == lane then vt = nil end
+      ring_len, head = ring_len - 1, nil
+      served[lane] = false
+      redis.call("HDEL", K_SERVED, lane)
       turn_lane, left = false, nil
+    elseif not reopen then
+      -- it reached its cap or rate during its turn: the turn ends, parked
+      vt = park(lane, reopen_at, virtual_tail())
+      ring_len, head = ring_len - 1, nil
+      turn_lane, left = false, nil
+    elseif got < left then
+      left = left - got           -- the turn goes on
+    else
+      -- the turn ran out (alone in the ring: got - left further pops made up
+      -- whole turns of this lane, the last perhaps still going on)
+      local beyond = (got - left) % weight
+      if ring_len > 1 then
+        redis.call("LMOVE", K_RING, K_RING, "LEFT", "RIGHT")
+        head = nil
+      end
+      vt = lane
+      if ring_len == 1 and beyond > 0 then
+        left = weight - beyond
+      else
+        turn_lane, left = false, nil
+      end
     end
+    waiting_delta = waiting_delta - got
   end
-  waiting_delta = waiting_delta - got
 end
 
+for _, g in pairs(gates) do record_claims(g, now) end
+if vt then
+  redis.call("HSET", K_LANECTL, "vt", vt)
+elseif vt == nil then
+  redis.call("HDEL", K_LANECTL, "vt")
+end
 if #active > 0 then call_chunked("ZADD", K_ACTIVE, active, 2) end
 if turn_lane then
   redis.call("HSET", K_TURN, "lane", turn_lane, "left", left)

@@ -17,8 +17,9 @@
 -- @include fixed
 -- @include keys
 -- @include clock
--- @include lanes
 -- @include events
+-- @include lanes
+-- @include controls
 -- @include retention
 -- @include lease
 -- @include dependencies
@@ -30,6 +31,7 @@ local items = cjson.decode(ARGV[7])
 local out = {}
 local done_ids, done_idem = {}, {}
 local first_of = {}
+local freed = {}      -- lanes whose active slots this call gives back -> how many
 for i, item in ipairs(items) do
   local id, token = item[1], item[2]
   if first_of[id] then
@@ -38,6 +40,12 @@ for i, item in ipairs(items) do
     local jk, key_or_err, lane = check_lease(id, token, now)
     if jk then
       if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+      lane = lane or ""
+      if not freed[lane] then
+        freed[#freed + 1] = lane
+        plan_recheck(lane)
+      end
+      freed[lane] = (freed[lane] or 0) + 1
       done_ids[#done_ids + 1] = id
       done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane}
       out[i] = now
@@ -74,6 +82,8 @@ redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
 apply_releases(releases, now)
 flush_waiting()
+for _, lane in ipairs(freed) do give_back(lane, freed[lane]) end
+for _, lane in ipairs(freed) do recheck(lane, now) end
 flush_events()
 for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out

@@ -21,6 +21,7 @@
 -- @include clock
 -- @include events
 -- @include lanes
+-- @include controls
 -- @include retention
 -- @include lease
 -- @include backoff
@@ -35,7 +36,9 @@ if not jk then
   if done then return {done[1], done[1] == "failed" and done[4] or done[3]} end
   return key_or_err
 end
-local f = read_key("HMGET", jk, "a", "m", "dn")
+local f = read_key("HMGET", jk, "a", "m", "g", "dn")
+local lane = f[3] or ""
+plan_recheck(lane)
 if delay == -2 then
   local client = {tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])}
   delay = backoff_ms(math.max(1, tonumber(f[1])), client)
@@ -48,6 +51,8 @@ if not retry then
 end
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)
+give_back(lane, 1)
+recheck(lane, now)
 redis.call("HINCRBY", K_META, "failed", 1)
 redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
 if retry then
@@ -56,6 +61,7 @@ if retry then
   redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)
+  count_delayed(lane, 1)
   emit("retrying", id, lane, "a", f[1], "e", event_error(ARGV[9]), "nx", fire)
   flush_events()
   return {"failed", fire}
@@ -64,7 +70,7 @@ redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
 expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
-orphan_dependents(id, f[3], now)
+orphan_dependents(id, f[4], now)
 emit("dead", id, lane, "a", f[1], "e", event_error(ARGV[9]))
 flush_events()
 wake_waiters(id, now)

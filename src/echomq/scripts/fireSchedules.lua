@@ -13,17 +13,19 @@
 -- fire time is no longer the one read (another firer took it, or it was
 -- paused) does nothing. Otherwise it stores the next fire time and either
 -- adds the job (waiting now, with fields si = schedule id and sf = fire time)
--- or, if told to skip or if the schedule skips while its previous fire's job
--- is still waiting, delayed, retrying or active, counts a skip.
+-- or counts a skip (an event "skipped" whose job id is the schedule id): if
+-- told to (missed), if the schedule skips while its previous fire's job is
+-- still waiting, delayed, retrying or active (running), or if the job's lane
+-- holds its max_waiting already (lane-full).
 --
 -- Returns: {outcomes, earliest next fire ms of the queue or -1, now ms}; one
 --          outcome per fire: the job id, "skipped:<why>", or "" (not this firer's).
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include format
--- @include events
 -- @include schedules
 
 local now = now_ms()
@@ -31,6 +33,17 @@ local stored_order = redis.call("HGET", K_META, "o")
 local order = stored_order or ARGV[7]
 local fires = cjson.decode(ARGV[8])
 local RUNNING = {waiting = true, delayed = true, active = true, failed = true}
+
+-- a lane's max_waiting (lane controls): a fire into a full lane is skipped
+local room = {}   -- lane -> jobs it may still take in this call (false: no limit)
+local function lane_room(lane)
+  if room[lane] == nil then
+    local f = redis.call("HMGET", K_LANECTL, "m:" .. lane, "d:" .. lane)
+    local most = tonumber(f[1])
+    room[lane] = most and most - read_key("ZCARD", lane_key(lane)) - (tonumber(f[2]) or 0) or false
+  end
+  return room[lane]
+end
 
 -- read phase: each schedule, its next fire time, its last fire and that job
 local plans, seen, lanes = {}, {}, {}
@@ -50,6 +63,12 @@ for i, f in ipairs(fires) do
       if skip == "" then
         if read_key("EXISTS", job_key(f[5])) == 1 then skip = "id-taken" end
         read_lane(lanes, def.g)
+        local left = lane_room(def.g or "")
+        if left and left <= 0 then
+          skip = "lane-full"
+        elseif left then
+          room[def.g or ""] = left - 1
+        end
       end
       plans[i] = {def = def, state = state, skip = skip}
     end
@@ -68,6 +87,8 @@ for i, f in ipairs(fires) do
       state.k = (tonumber(state.k) or 0) + 1
       state.ks = plan.skip
       out[i] = "skipped:" .. plan.skip
+      -- an event for the fire that added nothing: its job id column holds the schedule id
+      emit("skipped", id, plan.def.g, "e", plan.skip)
     else
       if not stored_order then
         redis.call("HSET", K_META, "o", order, "v", FORMAT)

@@ -35,7 +35,15 @@ from echomq.storage import FORMAT
 
 #: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
 READ_ONLY = frozenset(
-    {"stats", "listJobs", "waitingTiers", "readEvents", "listSchedules", "dependencyResults"}
+    {
+        "stats",
+        "listJobs",
+        "waitingTiers",
+        "readEvents",
+        "laneList",
+        "listSchedules",
+        "dependencyResults",
+    }
 )
 
 #: hex digits of the library hash in its name (64 bits: two versions never collide).

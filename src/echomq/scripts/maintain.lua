@@ -16,12 +16,15 @@
 --           job hashes renumbered (includes/renumber.lua),
 --           earliest schedule fire ms or -1, {id, fire ms, definition JSON, ...} due,
 --           dependents released, completed jobs with dependents still to release}
+--   next_fire_ms: the earliest delayed job's fire time or the earliest time a
+--   parked lane's throttle or rate window ends (includes/controls.lua)
 -- @include fixed
 -- @include keys
 -- @include clock
 -- @include events
 -- @include lanes
 -- @include renumber
+-- @include controls
 -- @include retention
 -- @include time
 -- @include dependencies
@@ -34,16 +37,25 @@ local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.kee
 -- completed jobs with dependents left to release (more than one call's budget)
 local releasing = redis.call("ZRANGEBYSCORE", K_RELEASING, "-inf", fmt(now), "LIMIT", 0, 100)
 local releases = read_releases(releasing, RELEASE_BUDGET, {})
+-- parked lanes whose throttle or rate window ended
+local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
+for _, lane in ipairs(woken) do plan_recheck(lane) end
 local renumber_step = read_renumber(#due.ids)
 local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
-local reaped = reap(expired, now)
+local reaped, freed = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
 local released = apply_releases(releases, now)
 flush_waiting()
 flush_events()
 prune_waiters(now)
-local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
+recheck_freed(freed, now)
+for _, lane in ipairs(woken) do recheck(lane, now) end
+local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
+-- a parked lane whose throttle or rate window ends counts as a fire time: the
+-- worker runs maintenance then, which puts the lane back and rings the doorbell
+local lw = next_lane_wake()
+if lw and (not nf or tonumber(lw) < tonumber(nf)) then nf = lw end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 local ns = redis.call("ZRANGE", K_FIRES, 0, 0, "WITHSCORES")
 local due_schedules = {}
@@ -57,5 +69,5 @@ if ns[2] and tonumber(ns[2]) <= now then
   end
 end
 local more_releases = redis.call("ZCOUNT", K_RELEASING, "-inf", fmt(now))
-return {promoted, reaped, pruned, nf[2] or "-1", nd[2] or "-1", fmt(now),
+return {promoted, reaped, pruned, nf or "-1", nd[2] or "-1", fmt(now),
   renumbered, ns[2] and fmt(tonumber(ns[2])) or "-1", due_schedules, released, more_releases}

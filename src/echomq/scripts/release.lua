@@ -10,6 +10,8 @@
 -- ARGV[8]     lease token the caller holds
 -- ARGV[9]     delay in ms before it is waiting again (0 = at once: its old
 --             place; later: delayed, then behind the jobs waiting then)
+-- ARGV[10]    throttle the job's lane for this many ms from now ("" = no):
+--             a handler's RateLimited (a throttle never shortens one in force)
 --
 -- Returns: 1 when released,
 --          E_NOT_FOUND (-1) if the job does not exist,
@@ -19,6 +21,7 @@
 -- @include clock
 -- @include events
 -- @include lanes
+-- @include controls
 -- @include lease
 
 local id = ARGV[7]
@@ -28,8 +31,17 @@ local jk, key_or_err, lane = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
 local f = read_key("HMGET", jk, "g", "sc", "a")
 read_lane({}, f[1])
+local lane = f[1] or ""
+plan_recheck(lane)
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)
+give_back(lane, 1)
+if (ARGV[10] or "") ~= "" then
+  local until_ms = now + tonumber(ARGV[10])
+  if until_ms > tonumber(redis.call("HGET", K_LANECTL, "t:" .. lane) or "0") then
+    redis.call("HSET", K_LANECTL, "t:" .. lane, until_ms)
+  end
+end
 if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end
 local delay = tonumber(ARGV[9] or "0")
 if delay > 0 then
@@ -37,6 +49,8 @@ if delay > 0 then
   ring_if_earliest(fire)
   redis.call("HSET", jk, "s", "delayed", "at", fire)
   redis.call("ZADD", K_DELAYED, fire, id)
+  count_delayed(lane, 1)
+  recheck(lane, now)
   emit("released", id, lane, "nx", fire)
   flush_events()
   return 1
@@ -45,5 +59,6 @@ redis.call("HSET", jk, "s", "waiting")
 enter_lane(f[1], id, f[2])
 emit("released", id, lane)
 flush_waiting()
+recheck(lane, now)
 flush_events()
 return 1

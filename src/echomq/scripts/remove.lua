@@ -11,6 +11,7 @@
 -- @include clock
 -- @include events
 -- @include lanes
+-- @include controls
 -- @include retention
 
 local id = ARGV[7]
@@ -22,6 +23,8 @@ local lk = lane_key(f[2])
 local lane_size = 0
 if f[1] == "waiting" then lane_size = read_key("ZCARD", lk) end
 local idem = read_idem(id)
+if f[1] == "active" then plan_recheck(f[2]) end
+local now = now_ms()
 -- write phase
 if f[1] == "waiting" and redis.call("ZREM", lk, id) == 1 then
   waiting_delta = waiting_delta - 1
@@ -29,6 +32,11 @@ if f[1] == "waiting" and redis.call("ZREM", lk, id) == 1 then
 end
 for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD, K_BLOCKED}) do
   redis.call("ZREM", zkey, id)
+end
+if f[1] == "delayed" or f[1] == "failed" then count_delayed(f[2], -1) end
+if f[1] == "active" then
+  give_back(f[2], 1)
+  recheck(f[2], now)
 end
 drop_job(id, idem)
 -- a completed job's dependents were released (or are being released) already

@@ -8,7 +8,8 @@
 -- Returns: {counts, lanes, turn, totals, last} where
 --   counts = {waiting, delayed, failed, active, completed, dead, ring_length,
 --             paused ("1"/"0"), ordering, counter, blocked}
---   lanes  = {lane1, backlog1, weight1, served1, lane2, ...}
+--   lanes  = {lane1, backlog1, weight1, served1, lane2, ...}: the ring, then
+--            the parked lanes (includes/controls.lua)
 --   turn   = {lane or "", claims left or ""}
 --   totals = {added, completed, failed}: counters since the queue was created
 --            (added counts jobs newly created, not idempotent hits;
@@ -37,6 +38,26 @@ for _, lane in ipairs(redis.call("LRANGE", K_RING, 0, tonumber(ARGV[7]) - 1)) do
   lanes[#lanes + 1] = redis.call("ZCARD", lane_key(lane))
   lanes[#lanes + 1] = redis.call("HGET", K_WEIGHTS, lane) or "1"
   lanes[#lanes + 1] = redis.call("HGET", K_SERVED, lane) or "0"
+end
+-- parked lanes (out of the ring, includes/controls.lua) hold waiting jobs too
+local left = tonumber(ARGV[7]) - #lanes / 4
+if left > 0 and redis.call("HEXISTS", K_LANECTL, "np") == 1 then
+  local cursor, seen = "0", 0
+  repeat
+    local page = redis.call("HSCAN", K_LANECTL, cursor, "MATCH", "k:*", "COUNT", 500)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do
+      seen = seen + 1
+      if left > 0 then
+        local lane = string.sub(page[2][i], 3)
+        lanes[#lanes + 1] = lane
+        lanes[#lanes + 1] = redis.call("ZCARD", lane_key(lane))
+        lanes[#lanes + 1] = redis.call("HGET", K_WEIGHTS, lane) or "1"
+        lanes[#lanes + 1] = redis.call("HGET", K_SERVED, lane) or "0"
+        left = left - 1
+      end
+    end
+  until cursor == "0" or left <= 0 or seen >= 10000
 end
 local turn = redis.call("HMGET", K_TURN, "lane", "left")
 local totals = redis.call("HMGET", K_META, "added", "completed", "failed")

@@ -210,7 +210,8 @@ async def prometheus(request: Request) -> Response:
     d = dashboard_of(request)
     queues = [await d.registry.get(name) for name in d.registry.names()]
     snapshot = await gather_bounded([partial(q.stats, lane_limit=LANE_LIMIT) for q in queues])
-    body = metrics.render(snapshot, d.latency)
+    lanes = await gather_bounded([partial(q.lanes, LANE_LIMIT) for q in queues])
+    body = metrics.render(snapshot, d.latency, lanes)
     return Response(
         body,
         media_type="text/plain; version=0.0.4; charset=utf-8",

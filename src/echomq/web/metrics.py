@@ -29,7 +29,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from echomq.job import Job
-from echomq.reports import QueueStats
+from echomq.reports import LaneInfo, QueueStats
+
+#: most lanes per queue exported with per-lane control gauges (the lanes with a
+#: cap, rate, pause or active jobs, in ``lanes()`` order): a queue with 10^5
+#: tenants does not export 10^5 series.
+LANE_SERIES_LIMIT = 100
 
 #: the ``lane`` label of the default lane (the CLI shows it the same way; no
 #: group can be named so, since parentheses are not allowed in names).
@@ -106,8 +111,11 @@ def claim_wait(job: Job) -> float | None:
 class StatsCollector(Collector):
     """Turns one scrape's QueueStats into metric families."""
 
-    def __init__(self, snapshot: Sequence[QueueStats]) -> None:
+    def __init__(
+        self, snapshot: Sequence[QueueStats], lanes: Sequence[list[LaneInfo]] = ()
+    ) -> None:
         self.snapshot = snapshot
+        self.lanes = lanes
 
     def collect(self) -> Iterator[Metric]:
         jobs = GaugeMetricFamily(
@@ -140,11 +148,36 @@ class StatsCollector(Collector):
             for name, family in totals.items():
                 family.add_metric([stats.queue], stats.totals.get(name, 0))
         yield from (jobs, backlog, paused, ring, *totals.values())
+        yield from self._lane_controls()
+
+    def _lane_controls(self) -> Iterator[Metric]:
+        active = GaugeMetricFamily(
+            "echomq_lane_active", "Active jobs of a controlled lane.", labels=["queue", "lane"]
+        )
+        limit = GaugeMetricFamily(
+            "echomq_lane_concurrency_limit", "A lane's concurrency cap.", labels=["queue", "lane"]
+        )
+        lane_paused = GaugeMetricFamily(
+            "echomq_lane_paused", "1 while a lane is paused.", labels=["queue", "lane"]
+        )
+        for stats, lanes in zip(self.snapshot, self.lanes, strict=False):
+            shown = [x for x in lanes if x.concurrency or x.rate or x.paused or x.active]
+            for lane in shown[:LANE_SERIES_LIMIT]:
+                labels = [stats.queue, lane_label(lane.group)]
+                active.add_metric(labels, lane.active)
+                if lane.concurrency is not None:
+                    limit.add_metric(labels, lane.concurrency)
+                lane_paused.add_metric(labels, 1 if lane.paused else 0)
+        yield from (active, limit, lane_paused)
 
 
-def render(snapshot: Sequence[QueueStats], latency: ClaimLatency) -> bytes:
-    """The exposition text for one scrape."""
+def render(
+    snapshot: Sequence[QueueStats],
+    latency: ClaimLatency,
+    lanes: Sequence[list[LaneInfo]] = (),
+) -> bytes:
+    """The exposition text for one scrape (``lanes``: each queue's ``lanes()``)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StatsCollector(snapshot))
+    registry.register(StatsCollector(snapshot, lanes))
     registry.register(latency.histogram)
     return generate_latest(registry)

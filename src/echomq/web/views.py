@@ -70,8 +70,13 @@ def job_detail(job: Job) -> dict[str, Any]:
     }
 
 
+def rate_view(rate: tuple[int, float] | None) -> dict[str, Any] | None:
+    return None if rate is None else {"max": rate[0], "per_seconds": rate[1]}
+
+
 def lanes_view(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
-    """The ring, head first, with each lane's share of claims next to its share of weight.
+    """The ring, head first, with each lane's share of claims next to its share of weight,
+    and its controls (parked lanes and lanes with controls follow, position -1).
 
     ``served`` counts claims since the lane joined the ring, so the shares
     compare lanes over the time they were all backlogged.
@@ -89,6 +94,17 @@ def lanes_view(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
             "turn_left": lane.turn_left,
             "weight_share": round(lane.weight / total_weight, 4),
             "served_share": round(lane.served / total_served, 4) if total_served else None,
+            "concurrency": lane.concurrency,
+            "active": lane.active,
+            "rate": None
+            if lane.rate is None
+            else {"max": lane.rate[0], "per_seconds": lane.rate[1]},
+            "paused": lane.paused,
+            "max_waiting": lane.max_waiting,
+            "parked": lane.parked,
+            "throttled_until": None
+            if lane.throttled_until is None
+            else lane.throttled_until.isoformat(),
         }
         for lane in lanes
     ]

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from echomq.control import Retry, Unrecoverable, set_current_job
+from echomq.control import RateLimited, Retry, Unrecoverable, set_current_job
 from echomq.errors import EchoMQError, JobNotFound, LeaseLost, PayloadError
 from echomq.job import Job, State, encode_payload
 from echomq.queue import Queue
@@ -120,9 +120,11 @@ class Failed:
 
 @dataclass(frozen=True, slots=True)
 class Released:
-    """No handler here for the job's name: give it back for ``delay`` seconds."""
+    """Give the job back for ``delay`` seconds (no handler here for its name), or at
+    once with its lane throttled for ``throttle`` seconds (``RateLimited``)."""
 
     delay: float
+    throttle: float | None = None
 
 
 def describe(exc: BaseException) -> Failed:
@@ -134,9 +136,11 @@ def describe(exc: BaseException) -> Failed:
     return Failed(error, text[-MAX_TRACEBACK:])
 
 
-def failure(exc: Exception, spec: HandlerSpec, job: Job) -> Failed:
+def failure(exc: Exception, spec: HandlerSpec, job: Job) -> Failed | Released:
     """The failed attempt a handler's exception stands for: ``Retry`` sets the
     delay, ``Unrecoverable`` rules out a retry, a task's backoff the default delay."""
+    if isinstance(exc, RateLimited):
+        return Released(0.0, throttle=exc.seconds)
     described = describe(exc)
     if isinstance(exc, Unrecoverable):
         return Failed(described.error, described.traceback, retry=False)
@@ -214,7 +218,7 @@ class Execution:
         elif isinstance(outcome, Completed):
             await self._complete(outcome.result)
         elif isinstance(outcome, Released):
-            await self._release(outcome.delay)
+            await self._release(outcome.delay, outcome.throttle)
         else:
             await self._fail(outcome)
 
@@ -394,11 +398,11 @@ class Execution:
         await rt.hooks.fire(rt.hooks.on_failed, job)
         await rt.hooks.fire(rt.hooks.on_dead if state is State.DEAD else rt.hooks.on_retried, job)
 
-    async def _release(self, delay: float) -> None:
+    async def _release(self, delay: float, throttle: float | None = None) -> None:
         job, rt = self.job, self._rt
         try:
             await persist(
-                lambda: rt.queue.release(job, delay),
+                lambda: rt.queue.release(job, delay, throttle=throttle),
                 patience=rt.lease,
                 what=f"job {job.id}: release",
             )

@@ -36,11 +36,15 @@
 -- KEYS[15] waiters    zset: id -> deadline (ms) of a client's wait() on that job
 -- KEYS[16] renumber   zset: id -> arrival counter, the index of a renumbering
 --                      in progress (includes/renumber.lua; absent otherwise)
--- KEYS[17] schedules  hash: schedule id -> definition (JSON, includes/schedules.lua)
--- KEYS[18] fires      zset: schedule id -> next fire time (ms); paused schedules absent
--- KEYS[19] fired      hash: schedule id -> last fire (JSON: fire time, job, skips, paused)
--- KEYS[20] blocked    zset: id -> time added (ms), jobs waiting for their dependencies
--- KEYS[21] releasing  zset: id -> completion time (ms), completed jobs whose
+-- KEYS[17] lanectl    hash: lane controls and counters (includes/controls.lua)
+-- KEYS[18] lanewake   zset: parked lane -> ms its rate window / throttle ends
+-- KEYS[19] gone       hash: lane that left the ring while lanes were parked ->
+--                      the lane before it (includes/controls.lua)
+-- KEYS[20] schedules  hash: schedule id -> definition (JSON, includes/schedules.lua)
+-- KEYS[21] fires      zset: schedule id -> next fire time (ms); paused schedules absent
+-- KEYS[22] fired      hash: schedule id -> last fire (JSON: fire time, job, skips, paused)
+-- KEYS[23] blocked    zset: id -> time added (ms), jobs waiting for their dependencies
+-- KEYS[24] releasing  zset: id -> completion time (ms), completed jobs whose
 --                      dependents are still being released (includes/dependencies.lua)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
@@ -59,8 +63,9 @@ local K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[17], KEYS[18], KEYS[19]
-local K_BLOCKED, K_RELEASING = KEYS[20], KEYS[21]
+local K_LANECTL, K_LANEWAKE, K_GONE = KEYS[17], KEYS[18], KEYS[19]
+local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[20], KEYS[21], KEYS[22]
+local K_BLOCKED, K_RELEASING = KEYS[23], KEYS[24]
 
 local PREFIX = ARGV[1]
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
@@ -88,3 +93,4 @@ end
 
 -- return codes (errors.SCRIPT_ERRORS)
 local E_NOT_FOUND, E_LEASE_LOST, E_ORDERING, E_CANCELLED = -1, -2, -3, -4
+local E_LANE_FULL, E_INVALID_STATE = -5, -6

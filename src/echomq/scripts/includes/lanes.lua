@@ -74,6 +74,7 @@ end
 -- names every lane of the ring, which a renumbering's scan walks (HSCAN).
 local function flush_lanes()
   local indexed = {}
+  local joined = nil
   for _, lane in ipairs(pending_order) do
     local lk = lane_key(lane)
     local was_empty = redis.call("EXISTS", lk) == 0
@@ -81,17 +82,74 @@ local function flush_lanes()
     if was_empty then
       redis.call("RPUSH", K_RING, lane)
       redis.call("HSETNX", K_SERVED, lane, 0)
+      joined = lane
     end
     index_pairs(pending[lane], indexed)
   end
   if #indexed > 0 then call_chunked("ZADD", K_RENUMBER, indexed, 2) end
+  if joined then redis.call("HSET", K_LANECTL, "vt", joined) end
   pending = {}
   pending_order = {}
 end
 
--- A lane that emptied leaves the ring, its served count and (if it had it) the turn.
+-- Lanes that left the ring while lanes were parked, kept for the parked
+-- lanes anchored after them: at most GONE_LIMIT (then a lane anchored after
+-- one not kept goes back at the ring's tail); all go when no lane is parked.
+local GONE_LIMIT = 10000
+local function note_gone(lane, pred)
+  if redis.call("HLEN", K_GONE) < GONE_LIMIT then redis.call("HSET", K_GONE, lane, pred) end
+end
+
+-- A parked lane (includes/controls.lua) is no longer parked.
+local function unparked(lane)
+  redis.call("HDEL", K_LANECTL, "k:" .. lane)
+  redis.call("ZREM", K_LANEWAKE, lane)
+  if redis.call("HINCRBY", K_LANECTL, "np", -1) <= 0 then
+    redis.call("HDEL", K_LANECTL, "np")
+    redis.call("DEL", K_GONE)
+  end
+end
+
+-- A parked lane whose last waiting job left: it leaves the cyclic order; the
+-- lanes anchored after it follow its anchor (K_GONE).
+local function parked_lane_left(lane)
+  local anchor = redis.call("HGET", K_LANECTL, "k:" .. lane)
+  if not anchor then return end
+  if redis.call("HGET", K_LANECTL, "vt") == lane then
+    redis.call("HSET", K_LANECTL, "vt", anchor)
+  end
+  unparked(lane)
+  if redis.call("HEXISTS", K_LANECTL, "np") == 1 and anchor ~= lane then
+    note_gone(lane, anchor)
+  end
+end
+
+-- A lane in the ring list leaves the cyclic order: while lanes are parked,
+-- the lanes anchored after it follow the lane before it (``pred``; nil: read
+-- from the list); the virtual tail moves back to that lane.
+local function left_cycle(lane, pred)
+  local ctl = redis.call("HMGET", K_LANECTL, "np", "vt")
+  if not ctl[1] and ctl[2] ~= lane then return end
+  if pred == nil then
+    local pos = redis.call("LPOS", K_RING, lane)
+    if pos == 0 then pred = ctl[2] elseif pos then pred = redis.call("LINDEX", K_RING, pos - 1) end
+  end
+  if pred == lane then pred = nil end
+  if ctl[1] and pred then note_gone(lane, pred) end
+  if ctl[2] == lane then
+    if pred then redis.call("HSET", K_LANECTL, "vt", pred) else redis.call("HDEL", K_LANECTL, "vt") end
+  end
+end
+
+-- A lane that emptied leaves the ring, its served count and (if it had it)
+-- the turn; a parked lane leaves the parked lanes.
 local function leave_ring(lane)
-  redis.call("LREM", K_RING, 1, lane)
+  if redis.call("HEXISTS", K_LANECTL, "k:" .. lane) == 1 then
+    parked_lane_left(lane)
+  else
+    left_cycle(lane, nil)
+    redis.call("LREM", K_RING, 1, lane)
+  end
   redis.call("HDEL", K_SERVED, lane)
   if redis.call("HGET", K_TURN, "lane") == lane then
     redis.call("DEL", K_TURN)

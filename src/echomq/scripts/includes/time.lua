@@ -70,6 +70,7 @@ local function promote(plan)
     if f[1] then
       local score = plan.scores and plan.scores[i] or fmt(arrival_score(order, tonumber(f[1])))
       redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
+      count_delayed(f[2], -1)
       enter_lane(f[2], id, score)
       promoted = promoted + 1
     end
@@ -86,12 +87,16 @@ local function read_expired(now, prune_dead, limit)
   local expired = redis.call("ZRANGEBYSCORE", K_ACTIVE, "-inf", fmt(now), "LIMIT", 0,
     limit or TIMED_BUDGET)
   local fields, lanes = {}, {}
-  local buried = {}
+  local buried, freed = {}, {}
   for i, id in ipairs(expired) do
     local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn")
     if not f[1] then missing_job(id) end
     if f[5] then read_key("EXISTS", idem_key(f[5])) end
     read_lane(lanes, f[3])
+    if f[1] and not freed[f[3] or ""] then
+      freed[f[3] or ""] = true
+      plan_recheck(f[3] or "")
+    end
     fields[i] = f
     if f[1] and (tonumber(f[2]) or 0) + 1 > OPT.max_stalls then buried[#buried + 1] = id end
   end
@@ -104,8 +109,11 @@ local function read_expired(now, prune_dead, limit)
 end
 
 -- Return the leases read by read_expired: back to waiting at the old place
--- (stalls + 1), or dead once stalls pass max_stalls. Returns how many.
+-- (stalls + 1), or dead once stalls pass max_stalls; each gives its lane's
+-- active slot back. Returns how many, and the lanes that got slots back
+-- (recheck them once the lanes are flushed: recheck_freed).
 local function reap(plan, now)
+  local freed = {}
   local expired = plan.ids
   local dead_pairs = {}
   local reaped = 0
@@ -114,6 +122,9 @@ local function reap(plan, now)
     local f = plan.fields[i]
     if f[1] then
       local jk = job_key(id)
+      local lane = f[3] or ""
+      if not freed[lane] then freed[#freed + 1] = lane end
+      freed[lane] = (freed[lane] or 0) + 1
       local stalls = (tonumber(f[2]) or 0) + 1
       emit("stalled", id, f[3], "st", stalls)
       if stalls > OPT.max_stalls then
@@ -134,5 +145,12 @@ local function reap(plan, now)
   if #dead_pairs > 0 then call_chunked("ZADD", K_DEAD, dead_pairs, 2) end
   apply_prune(K_DEAD, plan.dead_victims)
   for i = 2, #dead_pairs, 2 do wake_waiters(dead_pairs[i], now) end
-  return reaped
+  for _, lane in ipairs(freed) do give_back(lane, freed[lane]) end
+  return reaped, freed
+end
+
+-- After reap and flush_lanes: parked lanes that got a slot back and can be
+-- served go back into the ring.
+local function recheck_freed(freed, now)
+  for _, lane in ipairs(freed) do recheck(lane, now) end
 end

@@ -242,8 +242,9 @@ function laneRow(tbody, lane, maxBacklog) {
       el("td", { class: "backlog" }), el("td", { class: "share" }));
   }
   const [pos, name, weight, backlog, share] = row.cells;
-  pos.textContent = lane.position === 0 ? "head" : String(lane.position + 1);
-  name.textContent = lane.label + (lane.turn_left !== null ? ` (${lane.turn_left} left in turn)` : "");
+  pos.textContent = lane.position < 0 ? "–" : lane.position === 0 ? "head" : String(lane.position + 1);
+  name.textContent = lane.label + (lane.turn_left !== null ? ` (${lane.turn_left} left in turn)` : "")
+    + laneControls(lane);
   weight.querySelector(".weight-value").textContent = String(lane.weight);
   const input = weight.querySelector("input");
   if (!input.dataset.dirty && document.activeElement !== input) input.value = lane.weight;
@@ -254,6 +255,18 @@ function laneRow(tbody, lane, maxBacklog) {
     el("div", { class: "share-row" }, el("span", { class: "k", text: "weight" }), bar(lane.weight_share, "weight-bar"),
       el("span", { text: pct(lane.weight_share) })));
   return row;
+}
+
+function laneControls(lane) {
+  const parts = [];
+  if (lane.concurrency !== null && lane.concurrency !== undefined) parts.push(`active ${lane.active}/${lane.concurrency}`);
+  else if (lane.active) parts.push(`active ${lane.active}`);
+  if (lane.rate) parts.push(`rate ${lane.rate.max}/${lane.rate.per_seconds}s`);
+  if (lane.paused) parts.push("paused");
+  if (lane.parked) parts.push("parked");
+  if (lane.throttled_until) parts.push(`throttled until ${lane.throttled_until}`);
+  if (lane.max_waiting !== null && lane.max_waiting !== undefined) parts.push(`max waiting ${lane.max_waiting}`);
+  return parts.length ? ` · ${parts.join(" · ")}` : "";
 }
 
 function bar(fraction, cls) {

@@ -1,0 +1,96 @@
+"""Lane controls as data: checking ``set_lane``'s arguments and encoding them
+for the setLane script (no I/O). docs/ordering.md "Lane controls" has the rules.
+
+``set_lane(group, weight=…, concurrency=…, rate=…, paused=…, max_waiting=…)``:
+an omitted argument (``UNSET``) is left as it is; ``None`` removes that
+control. Every value is checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Final
+
+from echomq.errors import InvalidOption
+from echomq.options import MAX_DELAY, check_int, check_seconds, check_weight
+
+
+class Unset(Enum):
+    UNSET = "UNSET"
+
+
+#: the default of every ``set_lane`` argument: leave that control as it is.
+UNSET: Final = Unset.UNSET
+
+MAX_CONCURRENCY = 1_000_000
+MAX_WAITING_LIMIT = 10**12
+#: the most claims a rate allows per window (the server keeps one time per claim)
+MAX_RATE = 100_000
+MIN_RATE_WINDOW = 0.001
+MAX_RATE_WINDOW = 86_400.0 * 7
+
+
+def check_rate(rate: object) -> tuple[int, int]:
+    """``(max, per_seconds)`` → (max, window in ms), InvalidOption otherwise."""
+    if not isinstance(rate, tuple | list) or len(rate) != 2:
+        raise InvalidOption(
+            f"rate {rate!r} must be a pair (max, per_seconds), "
+            "e.g. (100, 1.0) for 100 claims a second"
+        )
+    most = check_int("rate max", rate[0], 1, MAX_RATE)
+    per = check_seconds(
+        "rate per_seconds", rate[1], MIN_RATE_WINDOW, MAX_RATE_WINDOW, open_low=False
+    )
+    return most, max(1, round(per * 1000))
+
+
+def parse_rate(text: str) -> tuple[int, float]:
+    """The stored ``"max per_ms"`` → (max, per_seconds)."""
+    most, per_ms = text.split(" ")
+    return int(most), int(per_ms) / 1000
+
+
+def check_throttle(seconds: object) -> int:
+    """A throttle length in seconds (> 0, ≤ MAX_DELAY) → ms."""
+    value = check_seconds("throttle seconds", seconds, 0.0, MAX_DELAY, open_low=True)
+    return max(1, math.ceil(value * 1000))
+
+
+def encode_controls(
+    *,
+    weight: int | Unset | None,
+    concurrency: int | Unset | None,
+    rate: tuple[int, float] | Unset | None,
+    paused: bool | Unset,
+    max_waiting: int | Unset | None,
+) -> list[str]:
+    """The setLane field/value pairs for the given arguments ("" removes a control)."""
+    out: list[str] = []
+    if weight is not UNSET:
+        out += ["w", "" if weight is None else str(check_weight(weight))]
+    if concurrency is not UNSET:
+        value = (
+            ""
+            if concurrency is None
+            else str(check_int("concurrency", concurrency, 1, MAX_CONCURRENCY))
+        )
+        out += ["c", value]
+    if rate is not UNSET:
+        if rate is None:
+            out += ["r", ""]
+        else:
+            most, per_ms = check_rate(rate)
+            out += ["r", f"{most} {per_ms}"]
+    if paused is not UNSET:
+        if not isinstance(paused, bool):
+            raise InvalidOption(f"paused {paused!r} must be True or False")
+        out += ["p", "1" if paused else ""]
+    if max_waiting is not UNSET:
+        value = (
+            ""
+            if max_waiting is None
+            else str(check_int("max_waiting", max_waiting, 0, MAX_WAITING_LIMIT))
+        )
+        out += ["m", value]
+    return out

@@ -1,0 +1,176 @@
+-- Lane controls (docs/ordering.md "Lane controls"): concurrency caps, rates,
+-- pause, throttles, and the parking of lanes that cannot be served.
+--
+-- K_LANECTL fields (L is the lane name, "" the default lane):
+--   c:L  concurrency cap            r:L  rate, "max per_ms"
+--   p:L  "1" while paused           m:L  max_waiting
+--   t:L  throttled until (ms, server clock)
+--   a:L  active jobs of the lane (every path into and out of active keeps it)
+--   d:L  delayed and retry-pending jobs of the lane (for max_waiting)
+--   k:L  present while L is parked: its anchor, the lane just before it in
+--        the ring's cyclic order when it was parked
+--   vt   the virtual tail: the lane last placed at the ring's tail (joined,
+--        moved there at the end of its turn, or parked)
+--   np   how many lanes are parked
+-- K_LANEWAKE: parked lane -> the time (ms) its throttle or rate window ends.
+-- K_GONE: a lane that left the ring while lanes were parked -> the lane
+--   before it (so an anchor that left still leads to the right place);
+--   deleted when no lane is parked.
+-- rate:L (rate_key): the lane's last `max` claim times, newest first, with a
+--   TTL of the window: the rate check is one LINDEX.
+--
+-- Parking. The ring list holds the lanes that can be served. A lane the
+-- rotation reaches while it is paused, at its cap, throttled or over its
+-- rate (or that reaches its cap or rate during its turn) is parked: it
+-- leaves the list and remembers its anchor. Were it still in the list it
+-- would only move from the head to the tail again and again (zero-claim
+-- turns): its place in the cyclic order is right after its anchor, and it
+-- stays there as the rotation goes on. When it can be served again it is
+-- put back right after the nearest lane before it that is in the list
+-- (following anchors of parked lanes, and K_GONE of lanes that left), so
+-- the cyclic order is the one the rotation would have (docs/ordering.md).
+local UNPARK_HOPS = 64     -- most anchors followed to put a lane back
+local WAKE_BUDGET = 100    -- most lanes one claim takes from K_LANEWAKE
+
+-- A lane's gate: its controls and active count, read once per call. The
+-- rate list is read with read_key (read before write).
+local function read_gate(lane)
+  local f = redis.call("HMGET", K_LANECTL, "c:" .. lane, "a:" .. lane, "p:" .. lane,
+    "t:" .. lane, "r:" .. lane)
+  local g = {lane = lane, cap = tonumber(f[1]), active = tonumber(f[2]) or 0,
+    paused = f[3] == "1", until_ms = tonumber(f[4]), taken = 0}
+  if f[5] then
+    local mx, per = string.match(f[5], "^(%d+) (%d+)$")
+    g.rate_max, g.rate_per, g.rkey = tonumber(mx), tonumber(per), rate_key(lane)
+    read_key("EXISTS", g.rkey)
+  end
+  g.gated = (g.cap or g.rate_max or g.paused or g.until_ms) and true or false
+  return g
+end
+
+-- Whether the lane may start one more claim at ``now`` (after the g.taken
+-- claims this call already made from it). Else false and the time (ms) it
+-- can next be served, or nil when only an event (a freed slot, a resume, a
+-- changed control) can make it eligible. O(1): one LINDEX for a rate.
+local function gate_open(g, now)
+  if g.paused then return false, nil end
+  if g.until_ms and g.until_ms > now then return false, g.until_ms end
+  if g.cap and g.active + g.taken >= g.cap then return false, nil end
+  if g.rate_max then
+    -- the claim is allowed when the max-th most recent claim before it is
+    -- at least per_ms old: every window of per_ms then holds at most max
+    local k = g.taken
+    if k >= g.rate_max then return false, now + g.rate_per end
+    local t = redis.call("LINDEX", g.rkey, g.rate_max - k - 1)
+    if t and tonumber(t) + g.rate_per > now then return false, tonumber(t) + g.rate_per end
+  end
+  return true
+end
+
+-- Write the claims a call made from one lane: its active count and, for a
+-- rate, the claim times.
+local function record_claims(g, now)
+  if g.taken == 0 then return end
+  redis.call("HINCRBY", K_LANECTL, "a:" .. g.lane, g.taken)
+  if g.rate_max then
+    local times = {}
+    for i = 1, math.min(g.taken, g.rate_max) do times[i] = now end
+    redis.call("LPUSH", g.rkey, unpack(times))
+    redis.call("LTRIM", g.rkey, 0, g.rate_max - 1)
+    redis.call("PEXPIRE", g.rkey, g.rate_per)
+  end
+end
+
+-- Give back ``count`` active slots of a lane (a job left active).
+local function give_back(lane, count)
+  local field = "a:" .. (lane or "")
+  if redis.call("HINCRBY", K_LANECTL, field, -count) <= 0 then
+    redis.call("HDEL", K_LANECTL, field)
+  end
+end
+
+-- Count a lane's delayed jobs (for max_waiting): +1 entering, -1 leaving.
+local function count_delayed(lane, delta)
+  local field = "d:" .. (lane or "")
+  if redis.call("HINCRBY", K_LANECTL, field, delta) <= 0 then
+    redis.call("HDEL", K_LANECTL, field)
+  end
+end
+
+-- The lane a parked lane goes back after: the nearest lane before it in the
+-- ring's cyclic order that is in the ring, or false for the ring's tail (the
+-- chain of anchors came back to the lane itself: every other lane before it
+-- is parked or gone). Reads only (lane keys with read_key).
+local function unpark_pivot(lane)
+  local x = redis.call("HGET", K_LANECTL, "k:" .. lane)
+  for _ = 1, UNPARK_HOPS do
+    if not x or x == lane then return false end
+    local anchor = redis.call("HGET", K_LANECTL, "k:" .. x)
+    if anchor then
+      x = anchor
+    elseif read_key("EXISTS", lane_key(x)) == 1 then
+      return x
+    else
+      x = redis.call("HGET", K_GONE, x)
+    end
+  end
+  return false
+end
+
+local function is_parked(lane)
+  return redis.call("HEXISTS", K_LANECTL, "k:" .. lane) == 1
+end
+
+-- Park the ring's head ``lane`` (it cannot be served): it leaves the list
+-- and is anchored after the virtual tail ``vt``; ``at`` is when it can be
+-- served again (nil: at an event). Returns the new virtual tail.
+local function park(lane, at, vt)
+  local anchor = vt or redis.call("LINDEX", K_RING, -1)
+  redis.call("LPOP", K_RING)
+  redis.call("HSET", K_LANECTL, "k:" .. lane, anchor or lane)
+  redis.call("HINCRBY", K_LANECTL, "np", 1)
+  if at then redis.call("ZADD", K_LANEWAKE, at, lane) end
+  return lane
+end
+
+-- Put a parked lane back into the ring at its place; wakes a worker.
+local function unpark(lane)
+  local pivot = unpark_pivot(lane)
+  unparked(lane)
+  if not pivot or redis.call("LINSERT", K_RING, "AFTER", pivot, lane) <= 0 then
+    redis.call("RPUSH", K_RING, lane)
+  end
+  ring_doorbell()
+end
+
+-- Read phase of recheck(lane): reads what it may touch.
+local function plan_recheck(lane)
+  if is_parked(lane) then
+    read_gate(lane)
+    unpark_pivot(lane)
+  end
+end
+
+-- After a lane's active count or controls changed: a parked lane that can be
+-- served now goes back into the ring; one that cannot waits for its time
+-- (K_LANEWAKE) or an event. Returns whether it went back.
+local function recheck(lane, now)
+  if not is_parked(lane) then return false end
+  local open, at = gate_open(read_gate(lane), now)
+  if open then
+    unpark(lane)
+    return true
+  end
+  if at then
+    redis.call("ZADD", K_LANEWAKE, at, lane)
+  else
+    redis.call("ZREM", K_LANEWAKE, lane)
+  end
+  return false
+end
+
+-- The earliest time (ms) a parked lane can be served by the clock alone, or nil.
+local function next_lane_wake()
+  local first = redis.call("ZRANGE", K_LANEWAKE, 0, 0, "WITHSCORES")
+  return first[2]
+end

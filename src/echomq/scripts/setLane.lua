@@ -1,0 +1,57 @@
+-- setLane: change one lane's controls (docs/ordering.md "Lane controls").
+-- Fields not given are left as they are; an empty value removes that control.
+-- A parked lane that can be served after the change goes back into the ring
+-- at its place (and wakes a worker); a lane in the ring that can no longer
+-- be served is parked when the rotation next reaches it.
+--
+-- KEYS: the fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     lane ("" = the default lane)
+-- ARGV[8..]   pairs of field, value:
+--               w  weight (1 … 1000; "" = back to 1)
+--               c  concurrency cap       r  rate "max per_ms"
+--               p  "1" paused            m  max_waiting
+--               t  throttle for this many ms from now (server clock; a
+--                  throttle never shortens one in force; "" ends it)
+--
+-- Returns: 1
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include lanes
+-- @include controls
+
+local lane = ARGV[7]
+local now = now_ms()
+-- read phase
+read_key("EXISTS", rate_key(lane))
+plan_recheck(lane)
+-- write phase
+for i = 8, #ARGV - 1, 2 do
+  local field, value = ARGV[i], ARGV[i + 1]
+  if field == "w" then
+    if value == "" then
+      redis.call("HDEL", K_WEIGHTS, lane)
+    else
+      redis.call("HSET", K_WEIGHTS, lane, value)
+    end
+  elseif field == "t" then
+    if value == "" then
+      redis.call("HDEL", K_LANECTL, "t:" .. lane)
+    else
+      local until_ms = now + tonumber(value)
+      local current = tonumber(redis.call("HGET", K_LANECTL, "t:" .. lane) or "0")
+      if until_ms > current then redis.call("HSET", K_LANECTL, "t:" .. lane, until_ms) end
+    end
+  else
+    if value == "" then
+      redis.call("HDEL", K_LANECTL, field .. ":" .. lane)
+    else
+      redis.call("HSET", K_LANECTL, field .. ":" .. lane, value)
+    end
+    -- a changed rate starts a fresh record of claim times
+    if field == "r" then redis.call("DEL", rate_key(lane)) end
+  end
+end
+recheck(lane, now)
+return 1
