@@ -198,7 +198,23 @@ def _renumbering(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.claim(1, 30.0), _job_key(b, _waiting_ids(b, "a")[3])
 
 
+def _queue_rate(b: Busy) -> tuple[Call[Any], str]:
+    """Under a queue-wide rate the claim reads the queue's rate list: it moved."""
+    b.q.configure(rate=(1000, 60))
+    b.active += b.q.claim(1, 30.0)  # the list exists now
+    return b.q.engine.claim(5, 30.0), b.q.engine.keys.queue_rate
+
+
+def _configure_rate(b: Busy) -> tuple[Call[Any], str]:
+    """A changed queue-wide rate drops the rate list: it moved."""
+    b.q.configure(rate=(1000, 60))
+    b.active += b.q.claim(1, 30.0)
+    return b.q.engine.configure(rate=(5, 60)), b.q.engine.keys.queue_rate
+
+
 SCENARIOS: dict[str, Scenario] = {
+    "claim_queue_rate": _queue_rate,
+    "configure_rate": _configure_rate,
     "complete_releases": _release_into_moved_lane,
     "fire_schedules": _fire_into_moved_lane,
     # a new job's hash is not on the source while the slot migrates
