@@ -33,12 +33,18 @@ local EVENTS_PER_ENTRY = 500
 local ERROR_BYTES = 200
 local PROGRESS_BYTES = 200
 
-local EVENTS_LENGTH = OPT.event_stream_length  -- default: settings.DEFAULT_EVENT_STREAM_LENGTH
 local TEXT_COLUMNS = {e = true, pg = true}
 
-local event_count = 0
-local event_kinds, event_ids, event_lanes = {}, {}, {}
-local event_columns = {}   -- field -> {[event index] = value}, sparse
+-- per call (on_call, includes/fixed.lua)
+local EVENTS_LENGTH        -- OPT.event_stream_length (default: settings.DEFAULT_EVENT_STREAM_LENGTH)
+local event_count
+local event_kinds, event_ids, event_lanes
+local event_columns        -- field -> {[event index] = value}, sparse
+on_call(function()
+  EVENTS_LENGTH = OPT.event_stream_length
+  event_count = 0
+  event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}
+end)
 
 local function event_put(field, value)
   local column = event_columns[field]
