@@ -10,7 +10,9 @@ calls:
 - ``complete_us``: ``complete()`` of each job those claims leased;
 - ``add_events_off_us``: ``add()`` with the stored ``event_stream_length`` at 0.
 
-It prints one JSON line with the median of ``--rounds`` and every round.
+Also ``*_commands``: the commands each script call ran inside it (from the same
+counters; a figure the machine's load does not stretch). It prints one JSON line
+with the median of ``--rounds`` and every round.
 ``ECHOMQ_BENCH_BY_SHA=1`` sends the scripts by EVALSHA instead of FCALL. To
 compare two versions of echomq, run it under each (``PYTHONPATH=…/src``)
 alternately: one process per run, so the runs interleave.
@@ -49,15 +51,18 @@ def _queue(url: str) -> Queue:
     return queue
 
 
-async def _per_call(probe: harness.ServerProbe, op: Callable[[], Awaitable[Any]], n: int) -> float:
-    """Server µs per script call over ``n`` calls of ``op``."""
+async def _per_call(
+    probe: harness.ServerProbe, op: Callable[[], Awaitable[Any]], n: int
+) -> tuple[float, float]:
+    """Server µs per script call over ``n`` calls of ``op``, and the commands each
+    script call ran inside it (not stretched by a busy machine)."""
     before = probe.snapshot()
     for _ in range(n):
         await op()
     work = probe.work(before)
     calls = sum(work.calls.get(c, 0) for c in SCRIPT_COMMANDS)
     usec = sum(work.usec.get(c, 0) for c in SCRIPT_COMMANDS)
-    return usec / max(1, calls)
+    return usec / max(1, calls), (work.total_calls - calls) / max(1, calls)
 
 
 async def one_round(probe: harness.ServerProbe, url: str, n: int) -> dict[str, float]:
@@ -88,10 +93,13 @@ async def one_round(probe: harness.ServerProbe, url: str, n: int) -> dict[str, f
     finally:
         await q.close()
     return {
-        "add_us": add,
-        "claim_us": claim_us,
-        "complete_us": complete_us,
-        "add_events_off_us": add_off,
+        "add_us": add[0],
+        "claim_us": claim_us[0],
+        "complete_us": complete_us[0],
+        "add_events_off_us": add_off[0],
+        "add_commands": add[1],
+        "claim_commands": claim_us[1],
+        "complete_commands": complete_us[1],
     }
 
 
