@@ -37,7 +37,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 
-from echomq.scripts import _HERE, _header, all_scripts, include_order, include_source
+from echomq.scripts import _HERE, START_CALL, _header, _included, all_scripts, include_order
 from echomq.storage import FORMAT
 
 #: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
@@ -70,9 +70,9 @@ _WRAPPER = (
 @cache
 def version() -> str:
     """A hash of everything the library is built from: each script file and include as
-    written, the stored format, the wrapper and the read-only set. Cheaper than
+    written, the stored format, the wrapper, the per-call start and the read-only set. Cheaper than
     building the library (a call names its function without building it)."""
-    digest = hashlib.sha1(f"{FORMAT}\n{_WRAPPER}\n{sorted(READ_ONLY)}\n".encode())
+    digest = hashlib.sha1(f"{FORMAT}\n{_WRAPPER}\n{START_CALL}\n{sorted(READ_ONLY)}\n".encode())
     for path in sorted([*_HERE.glob("*.lua"), *_HERE.glob("includes/*.lua")]):
         digest.update(f"{path.relative_to(_HERE)}\n".encode())
         digest.update(path.read_bytes())
@@ -99,7 +99,7 @@ def library() -> Library:
     """The library of every script of the package (built once per process, when a
     server first needs it loaded)."""
     scripts = all_scripts()
-    top = "".join(include_source(name).rstrip("\n") + "\n" for name in include_order())
+    top = _included(tuple(include_order()))
     body = "".join(_register(name, scripts[name].body) for name in sorted(scripts))
     source = f"#!lua name={library_name()}\n" + _header() + top + body
     return Library(library_name(), source, version())
