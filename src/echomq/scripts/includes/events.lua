@@ -25,10 +25,10 @@
 -- ids are all below it, O(1) amortized; the stream keeps at least N events.
 --
 -- The setting comes from fixed.lua's one read of K_SETTINGS (OPT), before the
--- script's first write; K_EVENTS is read only in flush_events, after the
--- script's writes: it is a fixed key declared in KEYS, which the server checks
--- before the script starts (includes/fixed.lua), so it cannot be missing
--- mid-script.
+-- script's first write; the event counter (K_META's "ev") and K_EVENTS are
+-- touched only in flush_events, after the script's writes: they are fixed
+-- keys declared in KEYS, which the server checks before the script starts
+-- (includes/fixed.lua), so they cannot be missing mid-script.
 local EVENTS_PER_ENTRY = 500
 local ERROR_BYTES = 200
 local PROGRESS_BYTES = 200
@@ -128,6 +128,14 @@ local function raise_if_error(reply)
   return reply
 end
 
+-- The first number of this call's events when the stream may be ahead of
+-- ``number`` (the counter's): after the stream's last id; "ev" set to match.
+local function numbers_after_stream(number)
+  number = math.max(number, stream_last_number())
+  redis.call("HSET", K_META, "ev", fmt(number + event_count))
+  return number
+end
+
 -- Write this call's events (every script that emits calls it before it returns).
 --
 -- Numbering: the meta hash's field "ev" is the number of the last event
@@ -138,24 +146,22 @@ end
 -- ahead of "ev" only if "ev" is gone (the meta hash deleted by hand, or a
 -- stream written before the counter existed): the call that finds it absent
 -- reads the stream's last id and goes on after it. Should an XADD still be
--- refused because the stream is ahead (a writer that keeps no counter
--- writing the same queue), the call goes on after the stream's last id the
--- same way: numbers never go backwards and never repeat in the stream.
+-- refused because the stream is ahead (a writer that keeps no counter, an
+-- older echomq, writing the same queue), the call goes on after the stream's
+-- last id the same way, so entry ids always grow; only while such a writer
+-- runs can a large batch's first numbers repeat numbers it gave (its entry
+-- id is above the stream's last, its first events' are not).
 local function flush_events()
   if event_count == 0 then return end
   local number = redis.call("HINCRBY", K_META, "ev", event_count) - event_count
-  local function go_on_after_stream()
-    number = math.max(number, stream_last_number())
-    redis.call("HSET", K_META, "ev", fmt(number + event_count))
-  end
-  if number == 0 then go_on_after_stream() end  -- "ev" was absent
+  if number == 0 then number = numbers_after_stream(number) end  -- "ev" was absent
   local stamp = fmt(now_ms())
   for first = 1, event_count, EVENTS_PER_ENTRY do
     local last = math.min(first + EVENTS_PER_ENTRY - 1, event_count)
     local reply = add_entry(number + last, first, last, stamp)
     if first == 1 and type(reply) == "table" and reply.err
       and string.find(reply.err, "equal or smaller", 1, true) then
-      go_on_after_stream()
+      number = numbers_after_stream(number)
       reply = add_entry(number + last, first, last, stamp)
     end
     raise_if_error(reply)
