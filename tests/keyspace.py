@@ -11,6 +11,7 @@ from typing import Any
 import redis
 
 from echomq.keys import QueueKeys
+from echomq.schedules import Definition, Timing
 
 
 def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
@@ -31,7 +32,8 @@ def keyspace(client: redis.Redis, queue: str) -> dict[str, Any]:
 
 def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     """Make the fixed keys no script writes yet exist (settings, events, waiters,
-    lane controls, and renumber, which exists only while a renumbering runs),
+    lane controls, renumber, which exists only while a renumbering runs, and a
+    schedule's and the dependencies' keys),
     as they will on a busy queue: while one declared key of a migrating slot is
     missing, the server answers TRYAGAIN to every script before it starts."""
     client.hset(keys.settings, "placeholder", "1")
@@ -41,3 +43,9 @@ def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     client.hset(keys.lanectl, "placeholder", "1")
     client.zadd(keys.lanewake, {"placeholder-lane": 2**52})
     client.hset(keys.gone, "placeholder-lane", "x")
+    never = Definition(Timing(None, 2**40, "UTC"), "placeholder", "null", 0, "", 1, False, True)
+    client.hset(keys.schedules, "placeholder", never.encode())
+    client.zadd(keys.fires, {"placeholder": 2**47})  # year 6429: still a datetime
+    client.hset(keys.fired, "placeholder", "{}")
+    client.zadd(keys.blocked, {"job_placeholder": 1})
+    client.zadd(keys.releasing, {"job_placeholder": 2**52})

@@ -4,14 +4,17 @@ from typing import TYPE_CHECKING, Any
 
 from echomq.control import RateLimited, Retry, Unrecoverable, current_job
 from echomq.errors import (
+    DependencyFailed,
     EchoMQError,
     FormatTooNew,
     InvalidDelay,
+    InvalidDependency,
     InvalidId,
     InvalidInput,
     InvalidName,
     InvalidOption,
     InvalidPriority,
+    InvalidSchedule,
     InvalidScore,
     InvalidState,
     InvalidWeight,
@@ -29,6 +32,7 @@ from echomq.events import Event
 from echomq.job import Job, State
 from echomq.options import Backoff
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.schedules import ScheduleInfo
 from echomq.sync import SyncQueue
 from echomq.tasks import SyncTask, Task
 
@@ -40,15 +44,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backoff",
+    "DependencyFailed",
     "EchoMQError",
     "Event",
     "FormatTooNew",
     "InvalidDelay",
+    "InvalidDependency",
     "InvalidId",
     "InvalidInput",
     "InvalidName",
     "InvalidOption",
     "InvalidPriority",
+    "InvalidSchedule",
     "InvalidScore",
     "InvalidState",
     "InvalidWeight",
@@ -67,6 +74,7 @@ __all__ = [
     "QueueStats",
     "RateLimited",
     "Retry",
+    "ScheduleInfo",
     "ServerError",
     "State",
     "SyncQueue",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
@@ -23,8 +23,11 @@ from echomq import ids, settings, storage
 from echomq.call import Call
 from echomq.errors import (
     SCRIPT_ERRORS,
+    DependencyFailed,
     EchoMQError,
+    InvalidDependency,
     InvalidOption,
+    InvalidSchedule,
     InvalidState,
     JobCancelled,
     JobNotFound,
@@ -34,7 +37,14 @@ from echomq.errors import (
     raise_for_code,
 )
 from echomq.events import EventPage, check_event_id, parse_page
-from echomq.job import LISTED_STATES, Job, State, encode_payload, ms_to_datetime
+from echomq.job import (
+    LISTED_STATES,
+    Job,
+    State,
+    decode_payload,
+    encode_payload,
+    ms_to_datetime,
+)
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
 from echomq.lanecontrols import UNSET, Unset, check_throttle, encode_controls, parse_rate
 from echomq.options import (
@@ -59,8 +69,18 @@ from echomq.options import (
     run_at_ms,
 )
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.schedules import (
+    FIRE_BUDGET,
+    MAX_SCHEDULES,
+    Definition,
+    ScheduleInfo,
+    Timing,
+    check_schedule_id,
+    fires_to_make,
+)
 from echomq.score import check_tier
 from echomq.scripts import script
+from echomq.steps import Next
 
 T = TypeVar("T")
 #: the states a page of jobs can be listed from besides ``waiting`` (one lane).
@@ -100,6 +120,8 @@ class JobOptions(TypedDict, total=False):
     key: str | None
     expires: float | None
     headers: Mapping[str, str] | None
+    depends_on: Sequence[str] | None
+    on_dependency_failure: Literal["dead", "run"] | None
 
 
 class AddOptions(JobOptions, total=False):
@@ -118,6 +140,32 @@ class NewJob:
 
     id: str
     values: list[str | int] = field(default_factory=list)
+
+
+#: script return code → exception, the other way round (errors.SCRIPT_ERRORS).
+SCRIPT_CODES = {exc: code for code, exc in SCRIPT_ERRORS.items()}
+#: the most jobs one job may depend on.
+MAX_DEPENDENCIES = 1000
+
+
+def _dependencies(depends_on: object, job_id: str) -> str:
+    """``depends_on`` checked (ids, at most MAX_DEPENDENCIES, not the job itself)
+    and encoded as add.lua's JSON array text, duplicates dropped."""
+    if isinstance(depends_on, str) or not isinstance(depends_on, Sequence):
+        raise InvalidDependency(f"depends_on {depends_on!r:.200} must be a list of job ids")
+    if not 1 <= len(depends_on) <= MAX_DEPENDENCIES:
+        raise InvalidDependency(
+            f"depends_on has {len(depends_on)} ids; allowed 1 … {MAX_DEPENDENCIES}"
+        )
+    unique = list(dict.fromkeys(depends_on))
+    for dep in unique:
+        try:
+            ids.parse_id(dep)
+        except EchoMQError as exc:
+            raise InvalidDependency(f"depends_on: {exc}") from None
+        if dep == job_id:
+            raise InvalidDependency(f"job {job_id} cannot depend on itself")
+    return orjson.dumps(unique).decode()
 
 
 def _ms(raw: Any) -> datetime | None:
@@ -257,6 +305,13 @@ class Engine:
         expires, headers = options.get("expires"), options.get("headers")
         payload = encode_payload(data, limit=self.options.max_payload)
         job_id = job_id or ids.new_id()
+        depends_on = options.get("depends_on")
+        deps = "" if depends_on is None else _dependencies(depends_on, job_id)
+        if deps and (delay is not None or run_at is not None):
+            raise InvalidOption("give depends_on or delay/run_at, not both")
+        policy = options.get("on_dependency_failure")
+        if policy not in (None, "dead", "run"):
+            raise InvalidOption(f"on_dependency_failure {policy!r} must be 'dead' or 'run'")
         return NewJob(
             job_id,
             [
@@ -271,6 +326,8 @@ class Engine:
                 "" if key is None else check_key(key),
                 -1 if expires is None else expires_ms(expires),
                 "" if headers is None else encode_headers(headers),
+                deps,
+                "run" if policy == "run" and deps else "",
             ],
         )
 
@@ -324,6 +381,12 @@ class Engine:
         )
 
     def _parse_add(self, reply: Any) -> list[str]:
+        if reply and isinstance(reply, list) and reply[0] == SCRIPT_CODES[JobNotFound]:
+            dep, state = str(reply[1]), str(reply[2])
+            why = "is dead" if state == "dead" else "does not exist (never added, or pruned)"
+            raise InvalidDependency(
+                f"depends_on job {dep!r} {why} in queue {self.queue!r}; nothing was added"
+            )
         if isinstance(reply, list) and reply and reply[0] == -5:
             _, lane, held, adding, most = reply
             raise LaneFull(
@@ -519,15 +582,209 @@ class Engine:
             ids.parse_id(job_id)
         return self._script(name, _ids, str(limit), *(job_ids or ()))
 
-    def maintain(self) -> Call[MaintenanceReport]:
-        """Promote due jobs, return expired leases, prune finished jobs."""
+    def maintain(self) -> Call[MaintenanceReport | Next[MaintenanceReport]]:
+        """Promote due jobs, return expired leases, prune finished jobs, and fire
+        due schedules (at most schedules.FIRE_BUDGET per call)."""
 
-        def parse(r: Any) -> MaintenanceReport:
+        def parse(r: Any) -> MaintenanceReport | Next[MaintenanceReport]:
             now = _ms(r[5])
             assert now is not None
-            return MaintenanceReport(int(r[0]), int(r[1]), int(r[2]), _ms(r[3]), _ms(r[4]), now)
+            report = MaintenanceReport(
+                int(r[0]), int(r[1]), int(r[2]), _ms(r[3]), _ms(r[4]), now, 0, 0, _ms(r[7])
+            )
+            report = replace(report, released=int(r[9]), releasing=int(r[10]))
+            due = r[8]
+            fires = fires_to_make(due, int(r[5]))
+            if not fires:
+                return replace(report, next_schedule=None) if due else report
+            return Next(self._fire_schedules(report, fires, len(due) // 3))
 
-        return self._script("maintain", parse)
+        return self._script("maintain", parse, str(FIRE_BUDGET))
+
+    def _fire_schedules(
+        self, report: MaintenanceReport, fires: list[list[str]], due: int
+    ) -> Call[MaintenanceReport | Next[MaintenanceReport]]:
+        packed = orjson.dumps(fires).decode()
+
+        def parse(r: Any) -> MaintenanceReport:
+            outcomes = [str(x) for x in r[0]]
+            skipped = sum(1 for x in outcomes if x.startswith("skipped:"))
+            fired = sum(1 for x in outcomes if x) - skipped
+            earliest = _ms(r[1])
+            # due schedules this client could not fire (it logged why) stay due:
+            # the worker waits for its period rather than spin on them
+            if earliest is not None and earliest <= report.server_time and due < FIRE_BUDGET:
+                earliest = None
+            return replace(report, fired=fired, skipped=skipped, next_schedule=earliest)
+
+        return self._script("fireSchedules", parse, self.options.ordering, packed)
+
+    # -- schedules -------------------------------------------------------------
+    def schedule(
+        self,
+        schedule_id: str,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        name: str,
+        data: Any = None,
+        priority: int = 0,
+        group: str | None = None,
+        tz: str = "UTC",
+        max_attempts: int | None = None,
+        skip_if_running: bool = False,
+        catch_up: bool = True,
+    ) -> Call[datetime | Next[datetime | None] | None]:
+        """Create or replace a schedule: a job ``name`` with ``data`` added at every
+        fire time of ``cron`` (5 fields, in zone ``tz``) or ``every`` seconds.
+
+        The reply is its next fire time (None while it is paused). Replacing a
+        schedule keeps its next fire time when its timing (cron/every/tz) is
+        unchanged, and keeps it paused if it was. ``skip_if_running``: a fire
+        makes no job while the previous fire's job is waiting, delayed,
+        retrying or active. ``catch_up=False``: a fire reached late (more than
+        one period or 60 s after its time) makes no job; by default fires missed
+        while no worker ran yield one catch-up job. ``max_attempts=None``: the
+        queue's stored setting at each fire, else this client's default. Raises
+        InvalidSchedule (or the option's error) before anything is written."""
+        check_schedule_id(schedule_id)
+        timing = Timing.checked(cron, every, tz)
+        check_job_name(name)
+        for flag, value in (("skip_if_running", skip_if_running), ("catch_up", catch_up)):
+            if not isinstance(value, bool):
+                raise InvalidOption(f"{flag} {value!r} must be True or False")
+        attempts = (
+            self._default_attempts
+            if max_attempts is None
+            else check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
+        )
+        base = Definition(
+            timing,
+            name,
+            encode_payload(data, limit=self.options.max_payload),
+            check_tier(priority),
+            lane_of(group),
+            attempts,
+            skip_if_running,
+            catch_up,
+        )
+
+        def write(reply: Any) -> Next[datetime | None]:
+            now, rows = int(reply[0]), reply[1]
+            old = Definition.decode(rows[0][1]) if rows else None
+            keep = old is not None and old.timing.same_as(timing)
+            anchor = old.timing.anchor_ms if old is not None and keep else now
+            revision = 0 if old is None else old.revision
+            new = replace(base, timing=replace(timing, anchor_ms=anchor), revision=revision + 1)
+            return Next(
+                self._script(
+                    "schedule",
+                    written,
+                    self.options.ordering,
+                    schedule_id,
+                    new.encode(),
+                    str(revision),
+                    str(new.timing.next_after(now)),
+                    "1" if keep else "0",
+                    str(MAX_SCHEDULES),
+                )
+            )
+
+        def written(reply: Any) -> datetime | Next[datetime | None] | None:
+            code = int(reply)
+            if code == -10:  # replaced by someone else since the read: read again
+                return Next(read)
+            if code == -11:
+                raise InvalidSchedule(
+                    f"queue {self.queue!r} holds {MAX_SCHEDULES} schedules (the limit); "
+                    f"cannot add {schedule_id!r}"
+                )
+            if code == -3:
+                raise OrderingMismatch(
+                    f"queue {self.queue!r} exists with another ordering than "
+                    f"{self.options.ordering!r}"
+                )
+            return _ms(reply)
+
+        read: Call[Any] = self._read_schedules(schedule_id, write)
+        return read
+
+    def _read_schedules(self, schedule_id: str, parse: Callable[[Any], T]) -> Call[T]:
+        return self._script("listSchedules", parse, schedule_id, "0", "1")
+
+    def schedules(self) -> Call[list[ScheduleInfo]]:
+        """Every schedule (id order) with its next fire, last fire and that fire's
+        job's state (``last_outcome``)."""
+
+        def parse(reply: Any) -> list[ScheduleInfo]:
+            return [ScheduleInfo.from_row(row) for row in reply[1]]
+
+        return self._script("listSchedules", parse, "", "1", str(MAX_SCHEDULES))
+
+    def unschedule(self, schedule_id: str) -> Call[bool]:
+        """Remove a schedule; the reply says whether it existed. Jobs it added stay."""
+        return self._schedule_control("remove", check_schedule_id(schedule_id))
+
+    def pause_schedule(self, schedule_id: str) -> Call[bool]:
+        """Stop a schedule firing (it keeps its definition); False if unknown."""
+        return self._schedule_control("pause", check_schedule_id(schedule_id))
+
+    def resume_schedule(self, schedule_id: str) -> Call[bool | Next[bool]]:
+        """Fire a paused schedule again, from its first fire time after now (fires
+        while it was paused are not caught up); False if unknown."""
+        check_schedule_id(schedule_id)
+
+        def write(reply: Any) -> bool | Next[bool]:
+            now, rows = int(reply[0]), reply[1]
+            if not rows:
+                return False
+            d = Definition.decode(rows[0][1])
+            next_ms = str(d.timing.next_after(now))
+            return Next(
+                self._schedule_control(
+                    "resume", schedule_id, str(d.revision), next_ms, parse=written
+                )
+            )
+
+        def written(reply: Any) -> bool | Next[bool]:
+            return Next(read) if int(reply) == -10 else bool(int(reply))
+
+        read: Call[bool | Next[bool]] = self._read_schedules(schedule_id, write)
+        return read
+
+    def _schedule_control(
+        self, action: str, *args: str, parse: Callable[[Any], Any] = lambda r: bool(int(r))
+    ) -> Call[Any]:
+        return self._script("scheduleControl", parse, action, *args)
+
+    # -- dependencies ------------------------------------------------------------
+    def dependency_results(self, job_id: str) -> Call[dict[str, Any]]:
+        """The results of the jobs ``job_id`` was added to depend on (depends_on), by
+        id, in depends_on order. A dependency that did not complete maps to a
+        DependencyFailed (a value, not raised: a job added with
+        ``on_dependency_failure="run"`` runs anyway and sees it; retention may
+        also have pruned a completed one). A handler calls it with its own
+        job's id. JobNotFound for an unknown id."""
+        ids.parse_id(job_id)
+
+        def one(dep: str, state: str, result: str, error: str) -> Any:
+            if state == State.COMPLETED:
+                return decode_payload(result)
+            if state == State.DEAD:
+                return DependencyFailed(f"dependency {dep} died: {error}")
+            if not state:
+                return DependencyFailed(f"dependency {dep} was removed (or pruned)")
+            return DependencyFailed(f"dependency {dep} has not completed (it is {state})")
+
+        def parse(reply: Any) -> dict[str, Any]:
+            if reply == SCRIPT_CODES[JobNotFound]:
+                raise JobNotFound(f"no job {job_id!r} in queue {self.queue!r}")
+            return {
+                str(reply[i]): one(*(str(x) for x in reply[i : i + 4]))
+                for i in range(0, len(reply), 4)
+            }
+
+        return self._script("dependencyResults", parse, job_id)
 
     # -- settings on the server ----------------------------------------------
     def configure(self, **changes: Unpack[settings.Settings]) -> Call[dict[str, Any]]:
@@ -672,7 +929,9 @@ class Engine:
 
     def _parse_stats(self, reply: Any) -> QueueStats:
         c, flat = reply[0], reply[1]
-        counts = {name: int(c[i]) for i, name in enumerate(LISTED_STATES)}
+        # stats.lua counts the first six states in order, then blocked at index 10
+        counts = {name: int(c[i]) for i, name in enumerate(LISTED_STATES[:6])}
+        counts[State.BLOCKED.value] = int(c[10]) if len(c) > 10 else 0
         lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
         totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
         last = _ms(reply[4]) if reply[4] != "" else None

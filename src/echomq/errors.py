@@ -65,6 +65,21 @@ class InvalidOption(InvalidInput):
     """Another option outside its allowed range (claim size, lease, retention, …)."""
 
 
+class InvalidDependency(InvalidInput):
+    """A ``depends_on`` that is malformed, too long, or names a job that does not
+    exist in the queue (never added, or pruned) or is dead."""
+
+
+class DependencyFailed(EchoMQError):
+    """A dependency that did not complete (it died, or was removed or pruned), as
+    ``dependency_results`` reports it to a job added with
+    ``on_dependency_failure="run"`` (a value in the mapping, not raised)."""
+
+
+class InvalidSchedule(InvalidInput):
+    """A schedule's cron expression, time zone or interval is not valid."""
+
+
 class PayloadError(InvalidInput):
     """A payload that is not JSON-serialisable or exceeds the size limit."""
 

@@ -23,6 +23,9 @@ from echomq.job import ms_to_datetime
 #: the kinds the scripts write, in lifecycle order (docs/lifecycle.md "Events").
 KINDS = (
     "added",
+    "scheduled",
+    "skipped",
+    "unblocked",
     "claimed",
     "progress",
     "completed",

@@ -32,6 +32,7 @@ class State(StrEnum):
     ACTIVE = "active"
     COMPLETED = "completed"
     DEAD = "dead"
+    BLOCKED = "blocked"  # waiting for its dependencies to complete (depends_on)
 
 
 #: every state's name, in the order of ``State`` (stats.lua counts them in this order).
@@ -146,6 +147,9 @@ class Job:
     expires_at: datetime | None = None  # not started by then (server clock): dead, never run
     headers: dict[str, str] | None = None  # small metadata set at add, e.g. trace context
     cancelled: bool = False  # a worker's heartbeat learnt that cancel() took this job
+    dependencies: list[str] | None = None  # depends_on: the jobs it waited for
+    schedule_id: str | None = None  # the schedule whose fire added this job
+    fire_time: datetime | None = None  # that fire's time (server clock)
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
 
@@ -194,6 +198,9 @@ class Job:
             claimed_at=ms_to_datetime(get("ca")),
             expires_at=ms_to_datetime(get("x")),
             headers=decode_payload(get("h")),
+            dependencies=decode_payload(get("dd")),
+            schedule_id=get("si") or None,
+            fire_time=ms_to_datetime(get("sf")),
         )
 
     @classmethod
@@ -201,11 +208,11 @@ class Job:
         cls, row: Sequence[Any], deadline: datetime | None, claimed_at: datetime | None
     ) -> Job:
         """Build a just-claimed Job from one claim.lua row: the id, then the
-        fields n d p g a m sc c e tb st k at pg cl x h in that order (None = unset).
+        fields n d p g a m sc c e tb st k at pg cl x h si sf in that order (None = unset).
 
         Runs once per claimed job: positional, with no dict built."""
-        (job_id, name, data, tier, lane, attempts, max_attempts, score, created,
-         error, tb, stalls, key, at, progress, claims, expires, headers) = row  # fmt: skip
+        (job_id, name, data, tier, lane, attempts, max_attempts, score, created, error,
+         tb, stalls, key, at, progress, claims, expires, headers, *schedule) = row  # fmt: skip
         return cls(
             id=job_id,
             name=name or "",
@@ -228,4 +235,6 @@ class Job:
             claimed_at=claimed_at,
             expires_at=ms_to_datetime(expires),
             headers=decode_payload(headers) if headers else None,
+            schedule_id=schedule[0] if schedule and schedule[0] else None,
+            fire_time=ms_to_datetime(schedule[1]) if schedule and schedule[0] else None,
         )

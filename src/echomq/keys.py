@@ -151,6 +151,32 @@ class QueueKeys:
         return self._part("renumber")
 
     @property
+    def schedules(self) -> str:
+        """hash: schedule id → its definition (JSON: timing, job, revision)."""
+        return self._part("schedules")
+
+    @property
+    def fires(self) -> str:
+        """zset: schedule id → its next fire time (ms); a paused schedule is absent."""
+        return self._part("fires")
+
+    @property
+    def fired(self) -> str:
+        """hash: schedule id → its last fire (JSON: fire time, job id, skips, paused)."""
+        return self._part("fired")
+
+    @property
+    def blocked(self) -> str:
+        """zset: jobs waiting for their dependencies, scored by the time they were added."""
+        return self._part("blocked")
+
+    @property
+    def releasing(self) -> str:
+        """zset: completed jobs whose dependents are still being released (in bounded
+        steps), scored by completion time."""
+        return self._part("releasing")
+
+    @property
     def done_channel(self) -> str:
         """shard channel (not a key): the ids of waited-on jobs that became final or
         were deleted, published by the scripts (includes/retention.lua, "Waiters")."""
@@ -188,6 +214,10 @@ class QueueKeys:
         """list: a rate-limited lane's last claim times (ms), newest first."""
         return self._part("rate:" + lane)
 
+    def dependents(self, job_id: str) -> str:
+        """set: the blocked jobs that wait for ``job_id`` to complete."""
+        return self._part("dependents:" + job_id)
+
     def stop_bell(self, worker_id: str) -> str:
         """list: pushed once by a stopping worker to end its own doorbell wait
         (client-side only; it lives for seconds at most)."""
@@ -215,4 +245,9 @@ class QueueKeys:
             self.lanectl,
             self.lanewake,
             self.gone,
+            self.schedules,
+            self.fires,
+            self.fired,
+            self.blocked,
+            self.releasing,
         ]

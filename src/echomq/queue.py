@@ -14,7 +14,7 @@ from echomq.sending import AsyncSender
 from echomq.sending.batching import AddBatcher
 from echomq.sending.events import follow_async
 from echomq.sending.waiters import AsyncWaits
-from echomq.shell import QueueShell, sends_async
+from echomq.shell import QueueShell, sends_async, sends_steps_async
 from echomq.tasks import Task, TaskSettings, task_options
 
 P = ParamSpec("P")
@@ -49,6 +49,8 @@ class Queue(QueueShell[AsyncSender]):
         its own outcome (echomq.sending.batching)."""
         durable = options.pop("durable", None)
         job = self.engine.new_job(name, data, **cast(JobOptions, options))
+        if options.get("depends_on") is not None:  # alone: a bad dependency refuses only it
+            return (await self._add_batch([job], durable))[0]
         return await self._adds.submit(job, durable)
 
     async def _add_batch(self, jobs: Sequence[NewJob], durable: bool | None) -> list[str]:
@@ -79,11 +81,17 @@ class Queue(QueueShell[AsyncSender]):
     stats = sends_async(Engine.stats)
     pause = sends_async(Engine.pause)
     resume = sends_async(Engine.resume)
-    maintain = sends_async(Engine.maintain)
+    maintain = sends_steps_async(Engine.maintain)
+    schedule = sends_steps_async(Engine.schedule)
+    schedules = sends_async(Engine.schedules)
+    unschedule = sends_async(Engine.unschedule)
+    pause_schedule = sends_async(Engine.pause_schedule)
+    resume_schedule = sends_steps_async(Engine.resume_schedule)
     exists = sends_async(Engine.exists)
     ring = sends_async(Engine.ring)
     ring_stop_bell = sends_async(Engine.ring_stop_bell)
     cancel = sends_async(Engine.cancel)
+    dependency_results = sends_async(Engine.dependency_results)
     read_events = sends_async(Engine.read_events)
 
     def events(self, after: str | None = None) -> AsyncIterator[Event]:

@@ -87,3 +87,13 @@ class MaintenanceReport:
     next_fire: datetime | None
     next_deadline: datetime | None
     server_time: datetime
+    #: jobs added by schedule fires in this pass, and fires that made no job
+    fired: int = 0
+    skipped: int = 0
+    #: the earliest next fire time of the queue's schedules after this pass
+    next_schedule: datetime | None = None
+    #: steps this pass took for blocked jobs (a dependency completed for one, or
+    #: it went dead with a dependency), and finished jobs whose dependents are
+    #: still to be handled (more than one pass's budget: run again at once)
+    released: int = 0
+    releasing: int = 0

@@ -17,6 +17,7 @@ from echomq.call import Call
 from echomq.engine import Engine
 from echomq.options import DEFAULT_DURABLE_TIMEOUT, QueueOptions, QueueSettings
 from echomq.sending import AsyncSender, SyncSender
+from echomq.steps import Next, next_call
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -86,6 +87,42 @@ def sends(
 
     def method(self: QueueShell[SyncSender], /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.sender.send(build(self.engine, *args, **kwargs))
+
+    return _named_like(method, build)
+
+
+def sends_steps_async(
+    build: Callable[Concatenate[Engine, P], Call[T | Next[T]]],
+) -> Callable[Concatenate[QueueShell[AsyncSender], P], Coroutine[Any, Any, T]]:
+    """The asyncio queue method that sends what ``build`` builds and every call a
+    reply asks for next (echomq.steps)."""
+
+    async def method(self: QueueShell[AsyncSender], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        call: Call[Any] | None = build(self.engine, *args, **kwargs)
+        steps = 0
+        while call is not None:
+            value = await self.sender.send(call)
+            steps += 1
+            call = next_call(value, steps, build.__name__)
+        return value  # type: ignore[no-any-return]
+
+    return _named_like(method, build)
+
+
+def sends_steps(
+    build: Callable[Concatenate[Engine, P], Call[T | Next[T]]],
+) -> Callable[Concatenate[QueueShell[SyncSender], P], T]:
+    """The blocking queue method that sends what ``build`` builds and every call a
+    reply asks for next (echomq.steps)."""
+
+    def method(self: QueueShell[SyncSender], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        call: Call[Any] | None = build(self.engine, *args, **kwargs)
+        steps = 0
+        while call is not None:
+            value = self.sender.send(call)
+            steps += 1
+            call = next_call(value, steps, build.__name__)
+        return value  # type: ignore[no-any-return]
 
     return _named_like(method, build)
 

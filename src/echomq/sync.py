@@ -13,7 +13,7 @@ from echomq.job import Job
 from echomq.sending import SyncSender
 from echomq.sending.events import follow
 from echomq.sending.waiters import SyncWaits
-from echomq.shell import QueueShell, sends
+from echomq.shell import QueueShell, sends, sends_steps
 from echomq.tasks import SyncTask, TaskSettings, task_options
 
 P = ParamSpec("P")
@@ -61,9 +61,15 @@ class SyncQueue(QueueShell[SyncSender]):
     stats = sends(Engine.stats)
     pause = sends(Engine.pause)
     resume = sends(Engine.resume)
-    maintain = sends(Engine.maintain)
+    maintain = sends_steps(Engine.maintain)
+    schedule = sends_steps(Engine.schedule)
+    schedules = sends(Engine.schedules)
+    unschedule = sends(Engine.unschedule)
+    pause_schedule = sends(Engine.pause_schedule)
+    resume_schedule = sends_steps(Engine.resume_schedule)
     exists = sends(Engine.exists)
     cancel = sends(Engine.cancel)
+    dependency_results = sends(Engine.dependency_results)
     read_events = sends(Engine.read_events)
 
     def events(self, after: str | None = None) -> Iterator[Event]:

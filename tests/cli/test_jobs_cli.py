@@ -72,6 +72,14 @@ def test_inspect_shows_every_field_and_the_decoded_score(cli: RunCli, sq: SyncQu
         assert fragment in text, fragment
 
 
+def test_inspect_shows_dependencies_and_the_schedule(cli: RunCli, sq: SyncQueue) -> None:
+    parent = sq.add("parent")
+    child = sq.add("child", depends_on=[parent])
+    data = json.loads(cli("inspect", child, "--json").stdout)
+    assert data["state"] == "blocked" and data["dependencies"] == [parent]
+    assert f"depends on  {parent}" in cli("inspect", child).stdout
+
+
 def test_user_errors_are_one_line_with_exit_1(cli: RunCli) -> None:
     assert "--data is not valid JSON" in one_line_error(cli("add", "x", "--data", "{bad"))
     line = one_line_error(cli("inspect", "job_01m8vfye84ec3a377q2197v469"))

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import SyncQueue
+from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
 from echomq.scripts import budget
@@ -109,6 +109,8 @@ def queue_state(node: PrivateServer, queue: str, *, asking: bool = False) -> dic
                 value = ask("LRANGE", key, 0, -1)
             elif kind == "stream":
                 value = ask("XRANGE", key, "-", "+")
+            elif kind == "set":  # a job's dependents
+                value = sorted(ask("SMEMBERS", key))
             else:
                 value = ask("GET", key)
             state[key] = (kind, value, ask("PTTL", key) > 0)
@@ -171,6 +173,22 @@ def _waiting_ids(b: Busy, group: str | None) -> list[str]:
     return [j.id for j in b.q.jobs("waiting", group=group, count=10)]
 
 
+def _fire_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
+    """A due fire (built as maintenance would) whose job enters lane a: it moved."""
+    nxt = b.q.schedule("s", every=3600, name="x", group="a")
+    assert nxt is not None
+    at = round(nxt.timestamp() * 1000)
+    fire = ["s", "1", str(at), str(at + 3_600_000), ids.new_id(), ""]
+    call = b.q.engine._fire_schedules(b.q.maintain(), [fire], 1)
+    return call, b.q.engine.keys.lane("a")
+
+
+def _release_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
+    """Completing a job releases its blocked dependent into lane a: it moved."""
+    b.q.add("child", group="a", depends_on=[b.active[0].id])
+    return b.q.engine.complete_many([(b.active[0], 1)]), b.q.engine.keys.lane("a")
+
+
 def _renumbering(b: Busy) -> tuple[Call[Any], str]:
     """A renumbering past its scan (includes/renumber.lua): the claim's step
     would renumber a waiting job of lane a that it does not lease; its hash moved."""
@@ -181,6 +199,8 @@ def _renumbering(b: Busy) -> tuple[Call[Any], str]:
 
 
 SCENARIOS: dict[str, Scenario] = {
+    "complete_releases": _release_into_moved_lane,
+    "fire_schedules": _fire_into_moved_lane,
     # a new job's hash is not on the source while the slot migrates
     "add": lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), ""),
     # claim(5) pops a a, then would lease the second job of lane a: its hash moved

@@ -185,7 +185,7 @@ def account(cluster: LocalCluster, name: str, tally: Tally) -> None:
     assert not not_done, f"{len(not_done)} acknowledged jobs not completed"
     counts = stats.counts
     left = {k: v for k, v in counts.items() if k != "completed" and v}
-    assert left == {"delayed": 1, "failed": 1, "dead": 1}  # give_every_fixed_key's
+    assert left == {"delayed": 1, "failed": 1, "dead": 1, "blocked": 1}  # give_every_fixed_key's
     assert counts["completed"] == len(acked)
     # each job was created once and its completion recorded once
     assert stats.totals["added"] == len(acked) + 3

@@ -51,6 +51,11 @@ def test_every_script_takes_the_fixed_keys_in_order() -> None:
         "lanectl",
         "lanewake",
         "gone",
+        "schedules",
+        "fires",
+        "fired",
+        "blocked",
+        "releasing",
     ]
     keys = QueueKeys("q")
     assert [k.rsplit(":", 1)[1] for k in keys.fixed()] == names

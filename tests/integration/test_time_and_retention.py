@@ -79,6 +79,7 @@ def test_maintain_promotes_and_reports_the_next_fire(sq: SyncQueue) -> None:
         "active": 0,
         "completed": 0,
         "dead": 0,
+        "blocked": 0,
     }
 
 

@@ -27,7 +27,7 @@ from echomq.errors import (
 )
 from echomq.job import Job, State, ms_to_datetime
 from echomq.options import QueueOptions
-from echomq.reports import LaneInfo, QueueStats, TierCounts
+from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 
 MS = 1_700_000_000_000  # a server time in ms
 AT = datetime.fromtimestamp(MS / 1000, tz=UTC)
@@ -143,8 +143,8 @@ def test_cancel_parses_what_became_of_the_job(engine: Engine) -> None:
 
 def test_expires_and_headers_are_checked_and_encoded(engine: Engine) -> None:
     values = engine.new_job("a", expires=1.5, headers={"traceparent": "00-ab"}).values
-    assert values[-2:] == [1500, '{"traceparent":"00-ab"}']
-    assert engine.new_job("a").values[-2:] == [-1, ""]
+    assert values[9:11] == [1500, '{"traceparent":"00-ab"}']
+    assert engine.new_job("a").values[9:] == [-1, "", "", ""]  # and no depends_on
     for bad in (0, -1, float("nan"), "1"):
         with pytest.raises(InvalidOption, match="expires"):
             engine.new_job("a", expires=bad)  # type: ignore[arg-type]
@@ -195,7 +195,7 @@ def test_listing_refuses_unknown_states(engine: Engine) -> None:
 
 
 STATS_REPLY: list[Any] = [
-    ["5", "1", "2", "3", "4", "6", "2", "1", "mint", "99"],
+    ["5", "1", "2", "3", "4", "6", "2", "1", "mint", "99", "7"],
     ["acme", "3", "5", "10", "", "2", "1", "0"],
     ["acme", "4"],
     ["21", "4", "2"],
@@ -207,7 +207,8 @@ def test_stats_and_lanes(engine: Engine) -> None:
     stats = engine.stats().parse(STATS_REPLY)
     assert stats == QueueStats(
         "unit",
-        {"waiting": 5, "delayed": 1, "failed": 2, "active": 3, "completed": 4, "dead": 6},
+        {"waiting": 5, "delayed": 1, "failed": 2, "active": 3, "completed": 4, "dead": 6}
+        | {"blocked": 7},
         {"acme": 3, None: 2},
         2,
         True,
@@ -250,7 +251,9 @@ def test_stats_and_lanes(engine: Engine) -> None:
 
 
 def test_maintain_report(engine: Engine) -> None:
-    report = engine.maintain().parse([1, 2, 3, MS, -1, MS])
+    report = engine.maintain().parse([1, 2, 3, MS, -1, MS, 0, -1, [], 0, 0])
+    assert isinstance(report, MaintenanceReport)
+    assert report.next_schedule is None and report.fired == 0
     assert (report.promoted, report.reaped, report.pruned) == (1, 2, 3)
     assert report.next_fire == AT and report.next_deadline is None and report.server_time == AT
 

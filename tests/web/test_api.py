@@ -33,6 +33,7 @@ def test_queue_list_counts_and_discovery(
         "active": 1,
         "completed": 0,
         "dead": 0,
+        "blocked": 0,
     }
     assert row["totals"]["added"] == 3
     assert row["ordering"] == "composite"
@@ -87,6 +88,20 @@ def test_lanes_weights_and_tiers(
     tiers = {t["label"]: t["tiers"] for t in body["tiers"]}
     assert tiers["acme"] == [{"tier": 2, "count": 2}, {"tier": 9, "count": 1}]
     assert tiers["(default)"] == [{"tier": 1, "count": 3}]
+
+
+def test_schedules_are_listed(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.schedule("nightly", cron="0 3 * * *", tz="Europe/Berlin", name="<b>report</b>")
+    sq.schedule("beat", every=30, name="ping", group="acme")
+    sq.pause_schedule("beat")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    rows = {s["id"]: s for s in d.http.get(f"/api/queues/{sq.name}").json()["schedules"]}
+    assert rows["nightly"]["cron"] == "0 3 * * *" and rows["nightly"]["name"] == "<b>report</b>"
+    assert rows["nightly"]["next_fire"] is not None and not rows["nightly"]["paused"]
+    assert rows["beat"]["paused"] and rows["beat"]["next_fire"] is None
+    assert rows["beat"]["every"] == 30.0 and rows["beat"]["group"] == "acme"
 
 
 def test_job_lists_and_the_inspector(

@@ -132,6 +132,24 @@ def test_page_shows_the_queue_its_lanes_and_tiers_read_only(
     assert not sq.stats().paused
 
 
+def test_schedules_panel_lists_schedules_as_text(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.schedule("nightly", cron="0 3 * * *", tz="Europe/Berlin", name="<img src=x onerror=1>")
+    sq.schedule("beat", every=30, name="ping")
+    sq.pause_schedule("beat")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name, lanes=False)
+    page.wait_for_selector("#schedules tbody tr")
+    ids = page.locator("#schedules tbody tr").evaluate_all("rs => rs.map(r => r.dataset.schedule)")
+    assert ids == ["beat", "nightly"]
+    nightly = page.text_content('#schedules tr[data-schedule="nightly"]') or ""
+    assert "0 3 * * * (Europe/Berlin)" in nightly and "<img src=x onerror=1>" in nightly
+    assert page.locator("#schedules img").count() == 0
+    assert "paused" in (page.text_content('#schedules tr[data-schedule="beat"]') or "")
+    assert page.text_content('.card[data-state="blocked"] .value') == "0"
+
+
 def test_change_a_weight_with_the_token(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

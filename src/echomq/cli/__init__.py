@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "config": "echomq.cli.config:config",
     "score": "echomq.cli.score:score",
     "dead": "echomq.cli.dead:dead",
+    "schedules": "echomq.cli.schedules:schedules",
     "server": "echomq.cli.server:server",
     "dashboard": "echomq.cli.dashboard:dashboard",
 }

@@ -120,6 +120,9 @@ def job_dict(job: Job, queue: str) -> dict[str, Any]:
         "error": job.error,
         "traceback": job.traceback,
         "progress": job.progress,
+        "dependencies": job.dependencies,
+        "schedule_id": job.schedule_id,
+        "fire_time": job.fire_time,
     }
 
 
@@ -128,7 +131,7 @@ def _pretty(value: Any) -> str:
 
 
 #: the rows of the fields table that hold text from the server (lane_label escapes its own).
-ESCAPED = ("name", "idempotency key")
+ESCAPED = ("name", "idempotency key", "schedule", "depends on")
 
 
 def _fields_table(job: Job, queue: str) -> Table:
@@ -156,6 +159,10 @@ def _fields_table(job: Job, queue: str) -> Table:
         rows.append(("lease until", when(job.lease_deadline)))
     if job.key is not None:
         rows.append(("idempotency key", job.key))
+    if job.schedule_id is not None:
+        rows.append(("schedule", f"{job.schedule_id}, fire time {when(job.fire_time)}"))
+    if job.dependencies:
+        rows.append(("depends on", ", ".join(job.dependencies)))
     for label, value in rows:
         table.add_row(label, escape_text(value) if label in ESCAPED else value)
     return table

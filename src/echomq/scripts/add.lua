@@ -10,13 +10,17 @@
 --              (-n = none given: the stored setting, else n, the client's),
 --              idempotency key ("" = none), expires_in_ms (-1 = never;
 --              stored as the server time it expires at), headers (JSON
---              object text, "" = none)]
+--              object text, "" = none), depends_on (JSON array of job
+--              ids, "" = none: see includes/dependencies.lua),
+--              "run" to run anyway when a dependency fails ("" = go dead)]
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
 --          idempotency key is still alive; a job whose id exists already is
 --          left as it is: a client's retry after a lost reply, e.g. in a
 --          failover, must not add or reset it twice), or
 --          E_ORDERING (-3) if the queue exists with the other ordering, or
+--          {E_NOT_FOUND (-1), id, state} if a dependency is unknown ("") or
+--          dead (nothing is written then).
 --          {E_LANE_FULL (-5), lane, held, adding, max_waiting} when the batch
 --          would make a lane hold more than its max_waiting waiting + delayed
 --          jobs (nothing is written).
@@ -41,6 +45,7 @@ local jobs = cjson.decode(ARGV[8])
 local ids = {}
 local key_owner, created_ids = {}, {}   -- what earlier jobs of this batch create
 local lanes = {}
+local blocked_on = {}  -- job index -> its pending dependencies
 local adding, adding_order = {}, {}   -- lane -> jobs this batch adds to it
 for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
@@ -59,6 +64,19 @@ for i, job in ipairs(jobs) do
     ids[i] = existing
   else
     ids[i] = false   -- created below
+    if job[12] ~= "" then
+      -- its dependencies: pending ones (not completed yet) block it
+      local pending = {}
+      for _, dep in ipairs(cjson.decode(job[12])) do
+        local state = created_ids[dep] and "waiting" or read_key("HGET", job_key(dep), "s")
+        if not state or state == "dead" then return {E_NOT_FOUND, dep, state or ""} end
+        if state ~= "completed" then
+          pending[#pending + 1] = dep
+          read_key("EXISTS", dependents_key(dep))
+        end
+      end
+      blocked_on[i] = pending
+    end
     created_ids[id] = true
     if key ~= "" then key_owner[key] = id end
     read_lane(lanes, job[5])
@@ -110,7 +128,23 @@ for i, job in ipairs(jobs) do
     if job[11] ~= "" then
       fields[n + 1], fields[n + 2], n = "h", job[11], n + 2
     end
-    if fire > now then
+    if job[12] ~= "" then
+      fields[n + 1], fields[n + 2], n = "dd", job[12], n + 2
+    end
+    if job[13] ~= "" then
+      fields[n + 1], fields[n + 2], n = "df", job[13], n + 2
+    end
+    local pending = blocked_on[i]
+    if pending and #pending > 0 then
+      fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "blocked", "dp", #pending
+      redis.call("HSET", job_key(id), unpack(fields))
+      redis.call("ZADD", K_BLOCKED, created_at, id)
+      for _, dep in ipairs(pending) do
+        redis.call("SADD", dependents_key(dep), id)
+        redis.call("HSET", job_key(dep), "dn", "1")  -- it has dependents: see completeMany
+      end
+      emit("added", id, lane)
+    elseif fire > now then
       local at = fmt(fire)
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "delayed", "at", at
       ring_if_earliest(fire)

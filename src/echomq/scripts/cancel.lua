@@ -24,7 +24,7 @@
 
 local id, running_to = ARGV[7], ARGV[8]
 local jk = job_key(id)
-local f = redis.call("HMGET", jk, "s", "g", "l", "cl")
+local f = redis.call("HMGET", jk, "s", "g", "l", "cl", "dn")
 if not f[1] then return E_NOT_FOUND end
 local state, lane = f[1], f[2] or ""
 if state == "completed" or state == "dead" then return "finished" end
@@ -62,7 +62,9 @@ end
 if state == "delayed" or state == "failed" then count_delayed(lane, -1) end
 redis.call("ZREM", K_DELAYED, id)
 redis.call("ZREM", K_RETRYING, id)
+redis.call("ZREM", K_BLOCKED, id)
 drop_job(id, idem)
+orphan_dependents(id, f[5], now)
 emit("removed", id, lane)
 flush_waiting()
 flush_events()

@@ -272,13 +272,13 @@ local out = {deadline, claimed_at}
 local expired = 0
 
 -- Lease one job: one read and one write of its hash. The fields read are
--- n d p g a m sc c e tb st k at pg cl x h (positions 5 and 15 are the
+-- n d p g a m sc c e tb st k at pg cl x h si sf (positions 5 and 15 are the
 -- attempt and claim counts, returned as this claim sets them). A job past
 -- its expiry is dead instead; returns whether the job was leased.
 local function lease(id)
   local jk = job_key(id)
   local h = redis.call("HMGET", jk, "n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st",
-    "k", "at", "pg", "cl", "x", "h")
+    "k", "at", "pg", "cl", "x", "h", "si", "sf")
   if h[16] and tonumber(h[16]) <= now then
     emit("expired", id, h[4])
     bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")

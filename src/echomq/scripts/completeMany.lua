@@ -1,5 +1,8 @@
 -- completeMany: record the results of one or more jobs, each only from the
 -- holder of its lease; finished jobs past retention are pruned once per call.
+-- The jobs blocked on a completed job are released (includes/dependencies.lua):
+-- those whose last dependency this was enter their lanes in this call (at
+-- most RELEASE_BUDGET; maintenance releases the rest in bounded steps).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -19,6 +22,7 @@
 -- @include controls
 -- @include retention
 -- @include lease
+-- @include dependencies
 
 local now = now_ms()
 local stamp = fmt(now)
@@ -55,6 +59,12 @@ for i, item in ipairs(items) do
 end
 if #done_ids == 0 then return out end
 local victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now, done_ids)
+-- the jobs with dependents (field dn), so a job without any reads no other key
+local parents = {}
+for _, id in ipairs(done_ids) do
+  if redis.call("HGET", job_key(id), "dn") then parents[#parents + 1] = id end
+end
+local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
 -- write phase
 local done_pairs = {}
 for i, id in ipairs(done_ids) do
@@ -70,6 +80,8 @@ call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
 redis.call("HINCRBY", K_META, "completed", #done_ids)
 redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
+apply_releases(releases, now)
+flush_waiting()
 for _, lane in ipairs(freed) do give_back(lane, freed[lane]) end
 for _, lane in ipairs(freed) do recheck(lane, now) end
 flush_events()

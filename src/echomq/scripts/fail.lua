@@ -36,7 +36,7 @@ if not jk then
   if done then return {done[1], done[1] == "failed" and done[4] or done[3]} end
   return key_or_err
 end
-local f = read_key("HMGET", jk, "a", "m", "g")
+local f = read_key("HMGET", jk, "a", "m", "g", "dn")
 local lane = f[3] or ""
 plan_recheck(lane)
 if delay == -2 then
@@ -70,6 +70,7 @@ redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
 expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
+orphan_dependents(id, f[4], now)
 emit("dead", id, lane, "a", f[1], "e", event_error(ARGV[9]))
 flush_events()
 wake_waiters(id, now)

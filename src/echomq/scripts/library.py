@@ -41,7 +41,17 @@ from echomq.scripts import _HERE, START_CALL, _header, _included, all_scripts, i
 from echomq.storage import FORMAT
 
 #: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
-READ_ONLY = frozenset({"stats", "listJobs", "waitingTiers", "readEvents", "laneList"})
+READ_ONLY = frozenset(
+    {
+        "stats",
+        "listJobs",
+        "waitingTiers",
+        "readEvents",
+        "laneList",
+        "listSchedules",
+        "dependencyResults",
+    }
+)
 
 #: hex digits of the library hash in its name (64 bits: two versions never collide).
 VERSION_DIGITS = 16

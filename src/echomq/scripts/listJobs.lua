@@ -3,6 +3,7 @@
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     which set: "delayed" | "failed" | "active" | "completed" | "dead"
+--             | "blocked"
 --             | "lane:<lane>" (waiting jobs of one lane, claim order)
 -- ARGV[8]     offset
 -- ARGV[9]     count
@@ -16,7 +17,7 @@
 -- @include keys
 
 local sets = {delayed = K_DELAYED, failed = K_RETRYING, active = K_ACTIVE,
-  completed = K_COMPLETED, dead = K_DEAD}
+  completed = K_COMPLETED, dead = K_DEAD, blocked = K_BLOCKED}
 local which = ARGV[7]
 local zkey = sets[which]
 if not zkey and string.sub(which, 1, 5) == "lane:" then zkey = lane_key(string.sub(which, 6)) end

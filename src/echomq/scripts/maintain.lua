@@ -1,15 +1,21 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
 -- promote due delayed jobs, return expired leases, prune finished jobs and
 -- expired wait() entries, go on with a renumbering of the arrival counter,
--- each at most a fixed budget per call (includes/time.lua, retention.lua,
+-- release the dependents of completed jobs (includes/dependencies.lua), each
+-- at most a fixed budget per call (includes/time.lua, retention.lua,
 -- renumber.lua); a next_fire or next_deadline at or before now_ms says more
--- is due at once.
+-- is due at once. It also reads (never fires) the schedules that are due, at
+-- most ARGV[7] of them: the client computes their next fire times and fires
+-- them with fireSchedules (a compare-and-set each).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     the most due schedules to return
 --
 -- Returns: {promoted, reaped, pruned, next_fire_ms or -1, next_deadline_ms or -1, now_ms,
---          job hashes renumbered (includes/renumber.lua)}
+--           job hashes renumbered (includes/renumber.lua),
+--           earliest schedule fire ms or -1, {id, fire ms, definition JSON, ...} due,
+--           dependents released, completed jobs with dependents still to release}
 --   next_fire_ms: the earliest delayed job's fire time or the earliest time a
 --   parked lane's throttle or rate window ends (includes/controls.lua)
 -- @include fixed
@@ -21,12 +27,16 @@
 -- @include controls
 -- @include retention
 -- @include time
+-- @include dependencies
 
 local now = now_ms()
 -- read everything this call will touch before its first write
 local due = read_due(now)
 local expired = read_expired(now, true)  -- plans the dead set's pruning too
 local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+-- completed jobs with dependents left to release (more than one call's budget)
+local releasing = redis.call("ZRANGEBYSCORE", K_RELEASING, "-inf", fmt(now), "LIMIT", 0, 100)
+local releases = read_releases(releasing, RELEASE_BUDGET, {})
 -- parked lanes whose throttle or rate window ended
 local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
 for _, lane in ipairs(woken) do plan_recheck(lane) end
@@ -35,6 +45,7 @@ local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
 local reaped, freed = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
+local released = apply_releases(releases, now)
 flush_waiting()
 flush_events()
 prune_waiters(now)
@@ -46,4 +57,17 @@ local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
 local lw = next_lane_wake()
 if lw and (not nf or tonumber(lw) < tonumber(nf)) then nf = lw end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
-return {promoted, reaped, pruned, nf or "-1", nd[2] or "-1", fmt(now), renumbered}
+local ns = redis.call("ZRANGE", K_FIRES, 0, 0, "WITHSCORES")
+local due_schedules = {}
+if ns[2] and tonumber(ns[2]) <= now then
+  local due = redis.call("ZRANGEBYSCORE", K_FIRES, "-inf", fmt(now), "WITHSCORES",
+    "LIMIT", 0, tonumber(ARGV[7]))
+  for i = 1, #due, 2 do
+    due_schedules[#due_schedules + 1] = due[i]
+    due_schedules[#due_schedules + 1] = fmt(tonumber(due[i + 1]))
+    due_schedules[#due_schedules + 1] = redis.call("HGET", K_SCHEDULES, due[i]) or ""
+  end
+end
+local more_releases = redis.call("ZCOUNT", K_RELEASING, "-inf", fmt(now))
+return {promoted, reaped, pruned, nf or "-1", nd[2] or "-1", fmt(now),
+  renumbered, ns[2] and fmt(tonumber(ns[2])) or "-1", due_schedules, released, more_releases}

@@ -16,7 +16,7 @@
 
 local id = ARGV[7]
 -- read phase: the job, its lane and its idempotency key
-local f = read_key("HMGET", job_key(id), "s", "g")
+local f = read_key("HMGET", job_key(id), "s", "g", "dn")
 if not f[1] then return 0 end
 f[2] = f[2] or ""  -- the default lane is not stored
 local lk = lane_key(f[2])
@@ -30,7 +30,7 @@ if f[1] == "waiting" and redis.call("ZREM", lk, id) == 1 then
   waiting_delta = waiting_delta - 1
   if lane_size == 1 then leave_ring(f[2]) end
 end
-for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD}) do
+for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD, K_BLOCKED}) do
   redis.call("ZREM", zkey, id)
 end
 if f[1] == "delayed" or f[1] == "failed" then count_delayed(f[2], -1) end
@@ -39,6 +39,8 @@ if f[1] == "active" then
   recheck(f[2], now)
 end
 drop_job(id, idem)
+-- a completed job's dependents were released (or are being released) already
+if f[1] ~= "completed" then orphan_dependents(id, f[3], now_ms()) end
 emit("removed", id, f[2])
 flush_waiting()
 flush_events()

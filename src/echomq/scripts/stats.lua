@@ -7,7 +7,7 @@
 --
 -- Returns: {counts, lanes, turn, totals, last} where
 --   counts = {waiting, delayed, failed, active, completed, dead, ring_length,
---             paused ("1"/"0"), ordering, counter}
+--             paused ("1"/"0"), ordering, counter, blocked}
 --   lanes  = {lane1, backlog1, weight1, served1, lane2, ...}: the ring, then
 --            the parked lanes (includes/controls.lua)
 --   turn   = {lane or "", claims left or ""}
@@ -30,6 +30,7 @@ local counts = {
   redis.call("HGET", K_META, "paused") or "0",
   redis.call("HGET", K_META, "o") or "",
   redis.call("GET", K_COUNTER) or "0",
+  redis.call("ZCARD", K_BLOCKED),
 }
 local lanes = {}
 for _, lane in ipairs(redis.call("LRANGE", K_RING, 0, tonumber(ARGV[7]) - 1)) do

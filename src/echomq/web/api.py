@@ -136,11 +136,12 @@ async def list_queues(request: Request) -> Response:
 async def queue_detail(request: Request) -> Response:
     d = dashboard_of(request)
     queue = await queue_of(request)
-    stats, lanes, weights, tiers = await asyncio.gather(
+    stats, lanes, weights, tiers, schedules = await asyncio.gather(
         queue.stats(lane_limit=1),
         queue.lanes(LANE_LIMIT),
         queue.weights(),
         queue.waiting_tiers(TIER_LANES, TIER_LIMIT),
+        queue.schedules(),
     )
     rates = d.throughput.rates(queue.name)
     return JSONResponse(
@@ -149,6 +150,7 @@ async def queue_detail(request: Request) -> Response:
             "lanes": views.lanes_view(lanes),
             "weights": views.weights_view(weights),
             "tiers": views.tiers_view(tiers),
+            "schedules": [s.to_dict() for s in schedules],
             "throughput": rates,
             "interval": d.interval,
         }

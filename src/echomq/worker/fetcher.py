@@ -29,8 +29,10 @@ claimed jobs nobody would see): it pushes its own stop bell
 (``emq:{Q}:stop:<worker id>``), which the same BLPOP watches; the wait
 returns at once, and the worker releases whatever the claim brought.
 
-Delayed jobs need no timer here: maintenance runs at the next fire time and
-its promotion rings the doorbell.
+Delayed jobs and schedules need no timer here: maintenance runs at the next
+fire time and its promotion (or the job a schedule fire adds) rings the
+doorbell. A schedule created or resumed with a fire time before every other
+one rings it too, so an idle worker re-runs maintenance and learns it.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 ``queue.maintain()`` is one atomic script (promote due delayed jobs, return
 expired leases, prune finished jobs past retention), so any number of
-workers can run it at the same time. It runs once per ``interval`` and also
-at the fire time of the next delayed job: its report says when that is, in
-server time, and :class:`Maintenance` turns it into a relative offset on the
+workers can run it at the same time; it also fires the queue's due
+schedules (each fire a compare-and-set, so racing workers add one job per
+fire time). It runs once per ``interval`` and also at the fire time of the
+next delayed job or schedule: its report says when that is, in server
+time, and :class:`Maintenance` turns it into a relative offset on the
 local monotonic clock (no wall clock is compared with the server's). The
 promotion rings the queue's doorbell, so an idle worker starts the job at
 once. (A blocked BLPOP's own timeout would not do: servers check those on
@@ -57,6 +59,8 @@ class Maintenance:
             log.info("queue %s: returned %d expired lease(s)", self._queue.name, report.reaped)
         if report.promoted:
             log.debug("queue %s: promoted %d due job(s)", self._queue.name, report.promoted)
+        if report.fired:
+            log.debug("queue %s: %d schedule fire(s)", self._queue.name, report.fired)
         return report
 
     def age(self) -> float:
@@ -68,15 +72,19 @@ class Maintenance:
         return self._due_at - time.monotonic()
 
     def next_fire_in(self) -> float | None:
-        """Seconds until the earliest delayed job fires, as of the last report, or None.
+        """Seconds until the earliest delayed job or schedule fires, as of the last
+        report, or None.
 
         Server time difference (fire − server now) minus the local monotonic
         time elapsed since the request was sent: no wall clock is compared.
         """
         report = self.report
-        if report is None or report.next_fire is None:
+        if report is None:
             return None
-        ahead = (report.next_fire - report.server_time).total_seconds()
+        fires = [t for t in (report.next_fire, report.next_schedule) if t is not None]
+        if not fires:
+            return None
+        ahead = (min(fires) - report.server_time).total_seconds()
         return ahead - (time.monotonic() - self._sent_at)
 
     def next_run_in(self) -> float:
@@ -85,6 +93,8 @@ class Maintenance:
         report = self.report
         deadline = None if report is None else report.next_deadline
         if report is not None and deadline is not None and deadline <= report.server_time:
+            return 0.0
+        if report is not None and report.releasing:  # dependents left to release
             return 0.0
         fire_in = self.next_fire_in()
         due_in = self.due_in()

@@ -40,6 +40,12 @@
 -- KEYS[18] lanewake   zset: parked lane -> ms its rate window / throttle ends
 -- KEYS[19] gone       hash: lane that left the ring while lanes were parked ->
 --                      the lane before it (includes/controls.lua)
+-- KEYS[20] schedules  hash: schedule id -> definition (JSON, includes/schedules.lua)
+-- KEYS[21] fires      zset: schedule id -> next fire time (ms); paused schedules absent
+-- KEYS[22] fired      hash: schedule id -> last fire (JSON: fire time, job, skips, paused)
+-- KEYS[23] blocked    zset: id -> time added (ms), jobs waiting for their dependencies
+-- KEYS[24] releasing  zset: id -> completion time (ms), completed jobs whose
+--                      dependents are still being released (includes/dependencies.lua)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
 -- (echomq/scripts/__init__.py); adding a fixed key renames no script.
@@ -67,6 +73,8 @@ local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING
 local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE
 local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER
 local K_LANECTL, K_LANEWAKE, K_GONE
+local K_SCHEDULES, K_FIRES, K_FIRED
+local K_BLOCKED, K_RELEASING
 
 local PREFIX
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
@@ -91,6 +99,8 @@ local function start_call(KEYS, ARGV)
   K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
   K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
   K_LANECTL, K_LANEWAKE, K_GONE = KEYS[17], KEYS[18], KEYS[19]
+  K_SCHEDULES, K_FIRES, K_FIRED = KEYS[20], KEYS[21], KEYS[22]
+  K_BLOCKED, K_RELEASING = KEYS[23], KEYS[24]
   PREFIX = ARGV[1]
   local s = redis.call("HMGET", K_SETTINGS, "max_stalls", "keep_completed_ms", "keep_completed",
     "keep_dead_ms", "keep_dead", "max_attempts", "backoff_base_ms", "backoff_factor",

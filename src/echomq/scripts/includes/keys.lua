@@ -4,6 +4,7 @@ local function job_key(id) return PREFIX .. "job:" .. id end
 local function lane_key(lane) return PREFIX .. "lane:" .. lane end
 local function idem_key(key) return PREFIX .. "idem:" .. key end
 local function rate_key(lane) return PREFIX .. "rate:" .. lane end
+local function dependents_key(id) return PREFIX .. "dependents:" .. id end
 
 -- Reading the data-dependent keys (read before write, includes/fixed.lua).
 -- During a key-by-key slot migration a key of the queue's slot may already

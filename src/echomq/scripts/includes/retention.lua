@@ -135,13 +135,24 @@ local function drop_job(id, idem)
   wake_waiters(id, nil)
 end
 
+-- A job with dependents (field dn) that dies or is removed: maintenance sends
+-- its blocked dependents to dead, a budget per call (includes/dependencies.lua:
+-- a "!" entry in K_RELEASING); the doorbell wakes an idle worker to run it.
+local function orphan_dependents(id, has_dependents, now)
+  if not has_dependents then return end
+  if redis.call("ZADD", K_RELEASING, "NX", fmt(now), "!" .. id) == 1 then
+    redis.call("LPUSH", K_WAKE, "1")
+    redis.call("LTRIM", K_WAKE, 0, 0)
+  end
+end
+
 -- Send one job to dead now, with ``err`` (cancel, a job past its expiry): reads
 -- its idempotency key and the dead set's pruning, then writes. Called in a
 -- script's write phase it reads after earlier writes: cancel() and expiry are
 -- the documented exceptions to read-before-write (docs/lifecycle.md).
 local function bury(id, now, err)
   local jk = job_key(id)
-  local f = read_key("HMGET", jk, "k", "g", "a")
+  local f = read_key("HMGET", jk, "k", "g", "a", "dn")
   local key = f[1]
   if key then read_key("EXISTS", idem_key(key)) end
   local victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
@@ -149,6 +160,7 @@ local function bury(id, now, err)
   expire_idem(key, OPT.keep_dead_ms)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   apply_prune(K_DEAD, victims)
+  orphan_dependents(id, f[4], now)
   emit("dead", id, f[2], "a", f[3] or "0", "e", event_error(err))
   wake_waiters(id, now)
 end

@@ -89,7 +89,7 @@ local function read_expired(now, prune_dead, limit)
   local fields, lanes = {}, {}
   local buried, freed = {}, {}
   for i, id in ipairs(expired) do
-    local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k")
+    local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn")
     if not f[1] then missing_job(id) end
     if f[5] then read_key("EXISTS", idem_key(f[5])) end
     read_lane(lanes, f[3])
@@ -132,6 +132,7 @@ local function reap(plan, now)
         redis.call("HSET", jk, "st", stalls, "s", "dead", "f", fmt(now), "e", err)
         emit("dead", id, f[3], "e", err)
         expire_idem(f[5], OPT.keep_dead_ms)
+        orphan_dependents(id, f[6], now)
         dead_pairs[#dead_pairs + 1] = fmt(now)
         dead_pairs[#dead_pairs + 1] = id
       else

@@ -10,7 +10,7 @@ const TIER_BITS = 21;
 const COUNTER_BITS = 32;
 const MAX_TIER = 2 ** TIER_BITS - 1;
 const MAX_COUNTER = 2 ** COUNTER_BITS - 1;
-const STATES = ["waiting", "delayed", "failed", "active", "completed", "dead"];
+const STATES = ["waiting", "delayed", "failed", "active", "completed", "dead", "blocked"];
 const TOKEN_KEY = "echomq-token";
 const SERIES = [["added", "#3b82f6"], ["completed", "#16a34a"], ["failed", "#dc2626"]];
 const PAGE = 50; // rows per page of a job list (the API allows up to 200)
@@ -204,6 +204,7 @@ function renderDetail(d) {
   Object.assign(totals.dataset, d.totals);
   renderLanes(d);
   renderTiers(d.tiers);
+  renderSchedules(d.schedules || []);
   drawChart($("chart"), d.throughput, d.interval);
   const last = d.rate;
   const rate = (x) => num(x >= 10 ? Math.round(x) : Math.round(x * 10) / 10);
@@ -296,6 +297,20 @@ function renderTiers(tiers) {
         el("span", { class: "k", text: `tier ${t.tier}` }), bar(t.count / max, "tier-bar"),
         el("span", { text: num(t.count) }))),
       lane.more ? el("div", { class: "muted small", text: "…and higher tiers" }) : null);
+  }));
+}
+
+// Every text comes from the server: set as text nodes by el(), never as HTML.
+function renderSchedules(schedules) {
+  $("no-schedules").hidden = schedules.length > 0;
+  setRows($("schedules").tBodies[0], schedules.map((s) => {
+    const timing = s.cron !== null ? (s.tz === "UTC" ? s.cron : `${s.cron} (${s.tz})`) : `every ${s.every}s`;
+    const outcome = (s.last_outcome || "–") + (s.skipped ? ` (${s.skipped} skipped, last: ${s.last_skip})` : "");
+    return el("tr", { dataset: { schedule: s.id } },
+      el("td", { text: s.id }), el("td", { text: timing }), el("td", { text: s.name }),
+      el("td", { text: s.group === null ? "(default)" : s.group }),
+      el("td", { text: s.paused ? "paused" : when(s.next_fire) }),
+      el("td", { text: when(s.last_fire) }), el("td", { text: outcome }));
   }));
 }
 
