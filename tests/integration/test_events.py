@@ -270,3 +270,50 @@ def test_a_large_batch_is_split_into_entries_numbered_without_gaps(sq: SyncQueue
     assert numbers == list(range(int(start) + 1, int(start) + 1201))
     resumed = sq.read_events(str(int(start) + 700))  # inside the second entry
     assert resumed.events[0].job_id == ids[700]
+
+
+def test_a_stream_deleted_by_hand_goes_on_numbering_and_readers_hear_they_missed(
+    sq: SyncQueue, redis_client: Any, queue_name: str
+) -> None:
+    first = sq.add("first")
+    second = sq.add("second")
+    [one_event, _] = sq.read_events("0").events
+    assert one_event.job_id == first
+    redis_client.delete(QueueKeys(queue_name).events)
+    fresh = sq.read_events(None).cursor  # from now, with no stream: the last number given
+    assert fresh == "2"
+    third = sq.add("third")
+    [after_fresh] = sq.read_events(fresh).events
+    assert (after_fresh.job_id, after_fresh.id) == (third, "3")  # never numbered again from 1
+    assert sq.read_events(fresh).missed == 0
+    page = sq.read_events(one_event.id)  # the reader had event 1: event 2 is gone
+    assert page.missed == 1
+    assert [(e.kind, e.job_id, e.id) for e in page.with_notice(one_event.id)] == [
+        ("missed", None, "1"),
+        ("added", third, "3"),
+    ]
+    assert second not in [e.job_id for e in all_after(sq, "0")]
+
+
+def test_a_stream_ahead_of_the_counter_goes_on_after_its_last_event(
+    sq: SyncQueue, redis_client: Any, queue_name: str
+) -> None:
+    # a stream numbered by a writer that kept no counter (an older echomq, or the
+    # meta hash's field deleted by hand): numbering goes on after the stream's last id
+    keys = QueueKeys(queue_name)
+    sq.add("first")
+    redis_client.xadd(keys.events, {"t": "0", "n": "1", "k": "added", "j": "x", "g": ""}, id="40-0")
+    assert sq.read_events(None).cursor == "40"
+    redis_client.hdel(keys.meta, "ev")
+    ids = sq.add_many([{"name": "j"} for _ in range(600)])  # two entries: 41-540, 541-640
+    events = all_after(sq, "40")
+    assert [e.job_id for e in events] == ids
+    assert [int(e.id) for e in events] == list(range(41, 641))
+    assert redis_client.hget(keys.meta, "ev") == "640"
+    assert sq.read_events(None).cursor == "640"
+    nxt = sq.add("next")
+    assert [(e.job_id, e.id) for e in all_after(sq, "640")] == [(nxt, "641")]
+    redis_client.hset(keys.meta, "ev", "5")  # behind the stream: its XADD is refused
+    again = sq.add("again")
+    assert [(e.job_id, e.id) for e in all_after(sq, "641")] == [(again, "642")]
+    assert redis_client.hget(keys.meta, "ev") == "642"

@@ -3,8 +3,13 @@
 ``NAME.lua`` takes the queue's fixed keys (``keys.QueueKeys.fixed()``, listed
 in includes/fixed.lua) unless its first line says ``-- @keys N`` (then N
 KEYS); its header lists every KEYS[i], ARGV[i] and return value. Adding a
-fixed key therefore renames no script. A line ``-- @include NAME`` is replaced by
-``includes/NAME.lua`` when the script is loaded, and every script starts
+fixed key therefore renames no script. A line ``-- @include NAME`` names an
+include, ``includes/NAME.lua``: the script as sent by EVALSHA is the
+includes it names, in that order, then its body (its text without those
+lines), which begins with ``start_call(KEYS, ARGV)`` when it includes
+``fixed`` (the per-call set-up, includes/fixed.lua); the function library
+holds every include once at its top level and each script's body as a
+function (echomq.scripts.library). Every script starts
 with a line naming the stored format it was written for (echomq.storage),
 so scripts of two formats never share a SHA1. The scripts go as one function
 library built from these files (echomq.scripts.library, FCALL), or by SHA1
@@ -32,12 +37,15 @@ _KEYS = re.compile(r"^-- @keys (\d+)\s*$", re.MULTILINE)
 
 @dataclass(frozen=True, slots=True)
 class Script:
-    """One loaded script: its name, the number of KEYS it takes, source and SHA1."""
+    """One loaded script: its name, the number of KEYS it takes, source and SHA1, the
+    includes it names (in order) and its body (what follows them in ``source``)."""
 
     name: str
     numkeys: int
     source: str
     sha: str
+    includes: tuple[str, ...] = ()
+    body: str = ""
 
 
 #: the package's own directory (pathlib, not importlib.resources: it is quicker to import
@@ -49,8 +57,20 @@ def _read(relative: str) -> str:
     return (_HERE / relative).read_text(encoding="utf-8")
 
 
-def _expand(source: str) -> str:
-    return _INCLUDE.sub(lambda m: _read(f"includes/{m.group(1)}.lua"), source)
+#: the first line of a body whose script includes ``fixed`` (includes/fixed.lua)
+START_CALL = "start_call(KEYS, ARGV)\n"
+
+
+def _split(text: str) -> tuple[tuple[str, ...], str]:
+    """The includes a script's text names, in order, and its body: the text
+    without those lines, after the per-call start if it includes ``fixed``."""
+    names = tuple(_INCLUDE.findall(text))
+    body = _INCLUDE.sub("", text)
+    return names, (START_CALL + body if "fixed" in names else body)
+
+
+def _included(names: tuple[str, ...]) -> str:
+    return "".join(include_source(name).rstrip("\n") + "\n" for name in names)
 
 
 def _header() -> str:
@@ -75,9 +95,10 @@ def script(name: str) -> Script:
     text = _files()[name].read_text(encoding="utf-8")
     declared = _KEYS.match(text)
     numkeys = int(declared.group(1)) if declared else len(QueueKeys(_ANY_QUEUE).fixed())
-    source = _header() + _expand(text)
+    includes, body = _split(text)
+    source = _header() + _included(includes) + body
     sha = hashlib.sha1(source.encode()).hexdigest()
-    return Script(name, numkeys, source, sha)
+    return Script(name, numkeys, source, sha, includes, body)
 
 
 def all_scripts() -> dict[str, Script]:
@@ -88,6 +109,23 @@ def all_scripts() -> dict[str, Script]:
 def include_source(name: str) -> str:
     """The text of one include (tests run includes on their own)."""
     return _read(f"includes/{name}.lua")
+
+
+def include_order() -> list[str]:
+    """Every include any script names, in an order that keeps each script's own
+    order (an include comes after those it uses): the function library's top level."""
+    after: dict[str, set[str]] = {}
+    for entry in _files():
+        names = script(entry).includes
+        for i, name in enumerate(names):
+            after.setdefault(name, set()).update(names[:i])
+    order: list[str] = []
+    while len(order) < len(after):
+        ready = sorted(n for n in after if n not in order and after[n] <= set(order))
+        if not ready:
+            raise ValueError(f"the scripts name their includes in conflicting orders: {after}")
+        order.append(ready[0])
+    return order
 
 
 def budget(include: str, name: str) -> int:

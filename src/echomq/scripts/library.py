@@ -1,14 +1,21 @@
 """The scripts as one function library (``FUNCTION LOAD`` / ``FCALL``, Valkey and Redis 7+).
 
 The library is built from the same files as the scripts (echomq.scripts):
-each ``NAME.lua``, includes expanded, becomes the body of one function,
+every include once, at the library's top level (run once, at FUNCTION LOAD:
+the helper functions and constants are defined once per server, not on every
+call), then each ``NAME.lua``'s body (its text without its include lines,
+starting with ``start_call(KEYS, ARGV)``, includes/fixed.lua) as one function,
 
     redis.register_function{function_name = "echomq_<version>_NAME",
-                            callback = function(KEYS, ARGV) <NAME.lua> end}
+                            callback = function(KEYS, ARGV) <body of NAME.lua> end}
 
 so KEYS and ARGV mean what they mean in the script, and each script's
-top-level locals stay local to its own function (the 200-locals limit and
-each include are per function, as they are per script). ``<version>`` is a
+top-level locals stay local to its own function. The includes' per-call
+values (fixed keys, OPT, event and lane buffers) are library-level locals
+that start_call sets at the start of every call, so no call sees another's.
+Lua's limits then apply to the whole: at most 200 locals at the library's
+top level (every include's), and at most 60 of them used by one function
+(tests/integration/test_function_library.py loads it). ``<version>`` is a
 hash of every file the library is built from: the library's name and every function's name
 carry it, so a newer client never replaces the functions an older client
 runs (two versions coexist on one server, each loading its own library).
@@ -30,7 +37,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 
-from echomq.scripts import _HERE, all_scripts
+from echomq.scripts import _HERE, START_CALL, _header, _included, all_scripts, include_order
 from echomq.storage import FORMAT
 
 #: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
@@ -73,9 +80,9 @@ _WRAPPER = (
 @cache
 def version() -> str:
     """A hash of everything the library is built from: each script file and include as
-    written, the stored format, the wrapper and the read-only set. Cheaper than
+    written, the stored format, the wrapper, the per-call start and the read-only set. Cheaper than
     building the library (a call names its function without building it)."""
-    digest = hashlib.sha1(f"{FORMAT}\n{_WRAPPER}\n{sorted(READ_ONLY)}\n".encode())
+    digest = hashlib.sha1(f"{FORMAT}\n{_WRAPPER}\n{START_CALL}\n{sorted(READ_ONLY)}\n".encode())
     for path in sorted([*_HERE.glob("*.lua"), *_HERE.glob("includes/*.lua")]):
         digest.update(f"{path.relative_to(_HERE)}\n".encode())
         digest.update(path.read_bytes())
@@ -102,5 +109,7 @@ def library() -> Library:
     """The library of every script of the package (built once per process, when a
     server first needs it loaded)."""
     scripts = all_scripts()
-    body = "".join(_register(name, scripts[name].source) for name in sorted(scripts))
-    return Library(library_name(), f"#!lua name={library_name()}\n" + body, version())
+    top = _included(tuple(include_order()))
+    body = "".join(_register(name, scripts[name].body) for name in sorted(scripts))
+    source = f"#!lua name={library_name()}\n" + _header() + top + body
+    return Library(library_name(), source, version())

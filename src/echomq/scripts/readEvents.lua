@@ -21,8 +21,12 @@ end
 
 local cursor, count = ARGV[7], tonumber(ARGV[8])
 if cursor == "" then
+  -- the last event given: the meta hash's counter (includes/events.lua), or
+  -- the stream's last entry if that is ahead (a stream an older echomq wrote)
+  local given = tonumber(redis.call("HGET", K_META, "ev") or "0")
   local last = redis.call("XREVRANGE", K_EVENTS, "+", "-", "COUNT", 1)
-  return {last[1] and digits_of(last[1][1]) or "0", 0}
+  local stream = last[1] and tonumber(digits_of(last[1][1])) or 0
+  return {string.format("%.0f", math.max(given, stream)), 0}
 end
 local after = tonumber(cursor)
 local missed = 0

@@ -1,7 +1,14 @@
--- The server clock is the only clock: milliseconds since the epoch from TIME.
+-- The server clock is the only clock: milliseconds since the epoch from TIME,
+-- read once per call (every now_ms() of one call is the same instant: the
+-- call is atomic, and its event stamps and job times agree).
+local call_now          -- per call (nil: not read yet)
+on_call(function() call_now = nil end)
 local function now_ms()
-  local t = redis.call("TIME")
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not call_now then
+    local t = redis.call("TIME")
+    call_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return call_now
 end
 
 -- Integers up to 2^53 as exact decimal strings (tostring would round them).

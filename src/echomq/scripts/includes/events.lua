@@ -25,20 +25,26 @@
 -- ids are all below it, O(1) amortized; the stream keeps at least N events.
 --
 -- The setting comes from fixed.lua's one read of K_SETTINGS (OPT), before the
--- script's first write; K_EVENTS is read only in flush_events, after the
--- script's writes: it is a fixed key declared in KEYS, which the server checks
--- before the script starts (includes/fixed.lua), so it cannot be missing
--- mid-script.
+-- script's first write; the event counter (K_META's "ev") and K_EVENTS are
+-- touched only in flush_events, after the script's writes: they are fixed
+-- keys declared in KEYS, which the server checks before the script starts
+-- (includes/fixed.lua), so they cannot be missing mid-script.
 local EVENTS_PER_ENTRY = 500
 local ERROR_BYTES = 200
 local PROGRESS_BYTES = 200
 
-local EVENTS_LENGTH = OPT.event_stream_length  -- default: settings.DEFAULT_EVENT_STREAM_LENGTH
 local TEXT_COLUMNS = {e = true, pg = true}
 
-local event_count = 0
-local event_kinds, event_ids, event_lanes = {}, {}, {}
-local event_columns = {}   -- field -> {[event index] = value}, sparse
+-- per call (on_call, includes/fixed.lua)
+local EVENTS_LENGTH        -- OPT.event_stream_length (default: settings.DEFAULT_EVENT_STREAM_LENGTH)
+local event_count
+local event_kinds, event_ids, event_lanes
+local event_columns        -- field -> {[event index] = value}, sparse
+on_call(function()
+  EVENTS_LENGTH = OPT.event_stream_length
+  event_count = 0
+  event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}
+end)
 
 local function event_put(field, value)
   local column = event_columns[field]
@@ -60,16 +66,16 @@ local function emit(kind, id, lane, k1, v1, k2, v2, k3, v3)
   if k3 then event_put(k3, v3) end
 end
 
--- The number of the stream's last event (0: none yet).
-local function last_event_number()
-  local last = redis.call("XREVRANGE", K_EVENTS, "+", "-", "COUNT", 1)
-  if last[1] then return tonumber(string.match(last[1][1], "^(%d+)")) end  -- exact below 2^53
+-- The number of the last event written (the stream's last id), read from
+-- the stream: only when the meta hash's counter "ev" is behind it (below).
+local function stream_last_number()
   if redis.call("EXISTS", K_EVENTS) == 0 then return 0 end
-  -- an existing but empty stream (trimmed by hand): go on after its last id
+  -- the last id ever given (XINFO: still right when the newest entries were
+  -- trimmed or deleted by hand)
   local info = redis.call("XINFO", "STREAM", K_EVENTS)
   for i = 1, #info, 2 do
     if info[i] == "last-generated-id" then
-      return tonumber(string.match(info[i + 1], "^(%d+)"))
+      return tonumber(string.match(info[i + 1], "^(%d+)"))  -- exact below 2^53
     end
   end
   return 0
@@ -105,21 +111,60 @@ local function entry_fields(first, last, stamp)
   return fields
 end
 
+-- XADD the entry holding events first..last as event ``number`` (the
+-- last of them); the server's reply (an error as a value).
+local function add_entry(number, first, last, stamp)
+  local keep_from = number - EVENTS_LENGTH + 1
+  local head = {"XADD", K_EVENTS}
+  if keep_from > 1 then head = {"XADD", K_EVENTS, "MINID", "~", fmt(keep_from)} end
+  head[#head + 1] = fmt(number) .. "-0"
+  local fields = entry_fields(first, last, stamp)
+  for i = 1, #fields do head[#head + 1] = fields[i] end
+  return redis.pcall(unpack(head))
+end
+
+local function raise_if_error(reply)
+  if type(reply) == "table" and reply.err then error(reply) end
+  return reply
+end
+
+-- The first number of this call's events when the stream may be ahead of
+-- ``number`` (the counter's): after the stream's last id; "ev" set to match.
+local function numbers_after_stream(number)
+  number = math.max(number, stream_last_number())
+  redis.call("HSET", K_META, "ev", fmt(number + event_count))
+  return number
+end
+
 -- Write this call's events (every script that emits calls it before it returns).
+--
+-- Numbering: the meta hash's field "ev" is the number of the last event
+-- given; one HINCRBY takes this call's numbers, so no call reads the stream.
+-- "ev" only grows, whatever happens to the stream: a stream trimmed or
+-- deleted by hand goes on at the next number, and a reader whose cursor is
+-- before it is told how many it missed (readEvents.lua). A stream may be
+-- ahead of "ev" only if "ev" is gone (the meta hash deleted by hand, or a
+-- stream written before the counter existed): the call that finds it absent
+-- reads the stream's last id and goes on after it. Should an XADD still be
+-- refused because the stream is ahead (a writer that keeps no counter, an
+-- older echomq, writing the same queue), the call goes on after the stream's
+-- last id the same way, so entry ids always grow; only while such a writer
+-- runs can a large batch's first numbers repeat numbers it gave (its entry
+-- id is above the stream's last, its first events' are not).
 local function flush_events()
   if event_count == 0 then return end
-  local number = last_event_number()
+  local number = redis.call("HINCRBY", K_META, "ev", event_count) - event_count
+  if number == 0 then number = numbers_after_stream(number) end  -- "ev" was absent
   local stamp = fmt(now_ms())
   for first = 1, event_count, EVENTS_PER_ENTRY do
     local last = math.min(first + EVENTS_PER_ENTRY - 1, event_count)
-    number = number + last - first + 1
-    local keep_from = number - EVENTS_LENGTH + 1
-    local head = {"XADD", K_EVENTS}
-    if keep_from > 1 then head = {"XADD", K_EVENTS, "MINID", "~", fmt(keep_from)} end
-    head[#head + 1] = fmt(number) .. "-0"
-    local fields = entry_fields(first, last, stamp)
-    for i = 1, #fields do head[#head + 1] = fields[i] end
-    redis.call(unpack(head))
+    local reply = add_entry(number + last, first, last, stamp)
+    if first == 1 and type(reply) == "table" and reply.err
+      and string.find(reply.err, "equal or smaller", 1, true) then
+      number = numbers_after_stream(number)
+      reply = add_entry(number + last, first, last, stamp)
+    end
+    raise_if_error(reply)
   end
   event_count = 0
   event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}

@@ -59,15 +59,24 @@
 -- ARGV[5]  keep_dead_ms         retention age of dead jobs
 -- ARGV[6]  keep_dead            retention count of dead jobs
 -- ARGV[7…] the script's own arguments
-local K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local K_LANECTL, K_LANEWAKE, K_GONE = KEYS[17], KEYS[18], KEYS[19]
-local K_SCHEDULES, K_FIRES, K_FIRED = KEYS[20], KEYS[21], KEYS[22]
-local K_BLOCKED, K_RELEASING = KEYS[23], KEYS[24]
+--
+-- Per-call values and set-up. Under the function library (echomq.scripts.library)
+-- the includes' top-level code runs once, when the library is loaded, and
+-- every function then calls start_call(KEYS, ARGV) first; a script sent by
+-- EVALSHA runs its includes and then start_call on every call. So the
+-- includes define only functions and constants at their top level, and keep
+-- per-call values in locals that start_call sets: the fixed keys, PREFIX and
+-- OPT here, and each include's own per-call state (event buffers, lane
+-- buffers, …) reset by a function it registers with on_call.
+local K_META, K_COUNTER, K_RING, K_TURN
+local K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING
+local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE
+local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER
+local K_LANECTL, K_LANEWAKE, K_GONE
+local K_SCHEDULES, K_FIRES, K_FIRED
+local K_BLOCKED, K_RELEASING
 
-local PREFIX = ARGV[1]
+local PREFIX
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
 -- written by configure.lua; echomq/settings.py names the fields), each
 -- falling back to the calling client's option block, so every client of the
@@ -75,7 +84,24 @@ local PREFIX = ARGV[1]
 -- max_attempts and backoff are nil when not stored: add.lua and fail.lua
 -- then use what the client sent with the job.
 local OPT
-do
+
+local call_resets = {}
+-- Register ``reset``: start_call runs it at the start of every call, after
+-- the fixed keys and OPT are set (an include's per-call state starts fresh).
+local function on_call(reset)
+  call_resets[#call_resets + 1] = reset
+end
+
+-- The first thing every call runs (the wrapper adds it: echomq/scripts/__init__.py).
+local function start_call(KEYS, ARGV)
+  K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+  K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+  K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+  K_LANECTL, K_LANEWAKE, K_GONE = KEYS[17], KEYS[18], KEYS[19]
+  K_SCHEDULES, K_FIRES, K_FIRED = KEYS[20], KEYS[21], KEYS[22]
+  K_BLOCKED, K_RELEASING = KEYS[23], KEYS[24]
+  PREFIX = ARGV[1]
   local s = redis.call("HMGET", K_SETTINGS, "max_stalls", "keep_completed_ms", "keep_completed",
     "keep_dead_ms", "keep_dead", "max_attempts", "backoff_base_ms", "backoff_factor",
     "backoff_cap_ms", "backoff_jitter", "event_stream_length", "concurrency", "rate_max",
@@ -94,6 +120,7 @@ do
     rate_max = tonumber(s[13]),
     rate_per = tonumber(s[14]),
   }
+  for i = 1, #call_resets do call_resets[i]() end
 end
 
 -- return codes (errors.SCRIPT_ERRORS)

@@ -6,7 +6,7 @@
 local TIER_UNIT = 4294967296        -- 2^32: one tier step in the composite score
 local MAX_COUNTER = 4294967295      -- 2^32 - 1: the largest arrival counter
 
-local waiting_delta = 0
+local waiting_delta        -- per call (reset below)
 local REBASE_AT = 2147483648        -- 2^31: past it, the counter starts again (below)
 
 -- A renumbering in steps (includes/renumber.lua, docs/ordering.md) keeps its
@@ -15,7 +15,7 @@ local REBASE_AT = 2147483648        -- 2^31: past it, the counter starts again (
 -- rnn (an arrival, or a job coming back that is not renumbered yet) is listed
 -- in the index K_RENUMBER (id -> counter): the steps find it there whatever
 -- it did meanwhile.
-local renumbering = nil   -- {stage, next} or false, read once per call
+local renumbering         -- {stage, next} or false, read once per call (nil: not yet)
 local function renumber_state()
   if renumbering == nil then
     local f = redis.call("HMGET", K_META, "rn", "rnn")
@@ -23,7 +23,7 @@ local function renumber_state()
   end
   return renumbering
 end
-local renamed = {}        -- id -> new lane score, for jobs renumbered in this call
+local renamed            -- id -> new lane score, for jobs renumbered in this call
 
 -- The counter, id pairs of buffered lane entries that the index must list.
 local function index_pairs(buf, out)
@@ -38,8 +38,8 @@ local function index_pairs(buf, out)
   end
   return out
 end
-local pending = {}        -- lane -> {score1, id1, score2, id2, ...}
-local pending_order = {}  -- lanes in the order their first pending job entered
+local pending            -- lane -> {score1, id1, score2, id2, ...}
+local pending_order      -- lanes in the order their first pending job entered
 
 -- Put a waiting job into its lane (buffered until flush_lanes). ``lane`` is
 -- the job's stored g field (absent: the default lane ""); ``score`` is the
@@ -186,7 +186,14 @@ local function ordering()
 end
 
 -- Counters reserved by reserve_arrivals and not yet handed out: next..last.
-local reserved_next, reserved_last = 1, 0
+local reserved_next, reserved_last
+
+-- This include's per-call state starts fresh at each call (includes/fixed.lua).
+on_call(function()
+  waiting_delta, renumbering, renamed = 0, nil, {}
+  pending, pending_order = {}, {}
+  reserved_next, reserved_last = 1, 0
+end)
 
 -- Stop a renumbering: nothing is left to renumber (includes/renumber.lua).
 local function end_renumbering()

@@ -100,8 +100,9 @@ end
 -- Read phase: plan this call's step (nil: no renumbering). ``takes`` is how
 -- many arrival counters the call may take.
 local function read_renumber(takes)
-  if ordering() == "mint" then return nil end
-  local state = redis.call("HMGET", K_META, "rn", "rnh", "rnl", "rnz", "rna", "rnn")
+  -- the ordering (as ordering() reads it) in the same read
+  local state = redis.call("HMGET", K_META, "rn", "rnh", "rnl", "rnz", "rna", "rnn", "o")
+  if state[7] == "mint" then return nil end
   local plan = {budget = RENUMBER_BUDGET + 2 * takes, stage = state[1]}
   if not plan.stage then
     if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then return nil end

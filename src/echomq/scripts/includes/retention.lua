@@ -23,7 +23,8 @@ local PRUNE_BUDGET = 250  -- most jobs one call removes from one set, so no call
 -- WAITER_PRUNE_BUDGET per call (wait.lua, maintain.lua).
 local WAIT_GRACE_MS = 10000
 local WAITER_PRUNE_BUDGET = 100
-local waiters_present = nil  -- whether K_WAITERS exists (read once per call)
+local waiters_present     -- whether K_WAITERS exists (read once per call; nil: not yet)
+on_call(function() waiters_present = nil end)
 
 local function any_waiters()
   if waiters_present == nil then waiters_present = redis.call("EXISTS", K_WAITERS) == 1 end
