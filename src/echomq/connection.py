@@ -36,6 +36,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+from redis.crc import key_slot
 
 from echomq import transport
 from echomq.errors import ServerError
@@ -156,6 +157,32 @@ def normalize_url(url: str) -> str:
     return url
 
 
+#: commands whose keys redis-py's cluster client would ask the server for
+#: (COMMAND GETKEYS: one more round trip per call, on a connection of the
+#: default node) where echomq knows them: FCALL name numkeys key ...
+_FUNCTION_CALLS = frozenset({"FCALL", "FCALL_RO"})
+
+
+class ClusterClient(redis.cluster.RedisCluster):
+    """A cluster client that routes a function call by its first key, as redis-py
+    routes EVALSHA: every key of an echomq call shares the queue's hash tag."""
+
+    def determine_slot(self, *args: Any) -> int | None:
+        if len(args) > 3 and str(args[0]).upper() in _FUNCTION_CALLS and int(args[2]) > 0:
+            return key_slot(str(args[3]).encode())
+        slot: int | None = super().determine_slot(*args)
+        return slot
+
+
+class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
+    """The asyncio twin of ClusterClient."""
+
+    async def _determine_slot(self, command: str, *args: Any) -> int:
+        if len(args) > 2 and command.upper() in _FUNCTION_CALLS and int(args[1]) > 0:
+            return key_slot(str(args[2]).encode())
+        return await super()._determine_slot(command, *args)
+
+
 def sync_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOUT) -> SyncClient:
     """A blocking redis-py client on the resolved server or cluster.
 
@@ -168,7 +195,7 @@ def sync_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOU
     if not is_cluster_url(resolved):
         return redis.Redis.from_url(target, **_options(socket_timeout))
     try:
-        return redis.cluster.RedisCluster.from_url(target, **_options(socket_timeout))
+        return ClusterClient.from_url(target, **_options(socket_timeout))
     except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
         raise ServerError(f"cannot reach the cluster at {resolved!r}: {exc}") from exc
 
@@ -183,7 +210,7 @@ def async_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEO
     resolved = resolve_url(url)
     target = normalize_url(resolved)
     if is_cluster_url(resolved):
-        cluster = redis.asyncio.cluster.RedisCluster.from_url(target, **_options(socket_timeout))
+        cluster = AsyncClusterClient.from_url(target, **_options(socket_timeout))
         # nodes found on discovery open echomq's connections (echomq.transport)
         kwargs = cluster.nodes_manager.connection_kwargs
         kwargs["connection_class"] = transport.upgraded(kwargs["connection_class"])

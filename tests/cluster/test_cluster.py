@@ -400,3 +400,41 @@ def test_durable_timeout_is_checked() -> None:
         SyncQueue("q", "redis://127.0.0.1:1/0", durable_timeout=0)
     with pytest.raises(ValueError, match="durable_timeout"):
         Queue("q", "redis://127.0.0.1:1/0", durable_timeout=60)
+
+
+def test_a_function_call_is_routed_by_its_first_key_without_asking_the_server(
+    local_cluster: LocalCluster, queue_name: str
+) -> None:
+    """redis-py asks a node for an FCALL's keys (COMMAND GETKEYS, one more round
+    trip per call) unless the client routes it like EVALSHA: echomq's does."""
+
+    def counts() -> tuple[int, int]:
+        """(COMMAND GETKEYS calls, script calls) of every primary so far."""
+        getkeys = scripts = 0
+        for node in local_cluster.primaries():
+            with node.client() as client:
+                stats = client.info("commandstats")
+                getkeys += sum(
+                    int(v.get("calls", 0)) for k, v in stats.items() if "getkeys" in k.lower()
+                )
+                scripts += count_script_calls(client)
+        return getkeys, scripts
+
+    async def async_calls() -> None:
+        async with Queue(queue_name, local_cluster.url) as aq:
+            for _ in range(10):
+                await aq.add("j")
+            await aq.claim(5)
+            await aq.stats()
+
+    with SyncQueue(queue_name, local_cluster.url) as q:
+        q.add("warm-up")  # the library is loaded; topology read
+        getkeys_before, scripts_before = counts()
+        for _ in range(10):
+            q.add("j")
+        q.claim(5)
+        q.stats()
+        asyncio.run(async_calls())
+        getkeys_after, scripts_after = counts()
+        assert scripts_after - scripts_before >= 24  # the calls did run as scripts
+        assert getkeys_after == getkeys_before
