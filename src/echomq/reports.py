@@ -34,6 +34,22 @@ class LaneInfo:
     #: throttled (``throttle`` / ``RateLimited``) until this time (server clock)
     throttled_until: datetime | None = None
 
+    def controls(self) -> dict[str, Any]:
+        """The lane's controls and their use as JSON-ready values (the CLI's and the
+        dashboard's lane rows share them)."""
+        rate = None if self.rate is None else {"max": self.rate[0], "per_seconds": self.rate[1]}
+        return {
+            "concurrency": self.concurrency,
+            "active": self.active,
+            "rate": rate,
+            "paused": self.paused,
+            "max_waiting": self.max_waiting,
+            "parked": self.parked,
+            "throttled_until": None
+            if self.throttled_until is None
+            else self.throttled_until.isoformat(),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:

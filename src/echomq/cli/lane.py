@@ -56,16 +56,8 @@ def describe(info: LaneInfo | None) -> dict[str, Any]:
         return {"weight": 1, "concurrency": None, "rate": None, "paused": False}
     return {
         "weight": info.weight,
-        "concurrency": info.concurrency,
-        "active": info.active,
-        "rate": None if info.rate is None else {"max": info.rate[0], "per_seconds": info.rate[1]},
-        "paused": info.paused,
-        "max_waiting": info.max_waiting,
         "backlog": info.backlog,
-        "parked": info.parked,
-        "throttled_until": None
-        if info.throttled_until is None
-        else info.throttled_until.isoformat(),
+        **info.controls(),
     }
 
 

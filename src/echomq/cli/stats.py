@@ -183,17 +183,7 @@ def lane_rows(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
             "share": lane.served / served_total if served_total else None,
             "weight_share": lane.weight / weight_total if weight_total else None,
             "turn_left": lane.turn_left,
-            "concurrency": lane.concurrency,
-            "active": lane.active,
-            "rate": None
-            if lane.rate is None
-            else {"max": lane.rate[0], "per_seconds": lane.rate[1]},
-            "paused": lane.paused,
-            "max_waiting": lane.max_waiting,
-            "parked": lane.parked,
-            "throttled_until": None
-            if lane.throttled_until is None
-            else lane.throttled_until.isoformat(),
+            **lane.controls(),
         }
         for lane in lanes
     ]

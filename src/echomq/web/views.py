@@ -94,17 +94,7 @@ def lanes_view(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
             "turn_left": lane.turn_left,
             "weight_share": round(lane.weight / total_weight, 4),
             "served_share": round(lane.served / total_served, 4) if total_served else None,
-            "concurrency": lane.concurrency,
-            "active": lane.active,
-            "rate": None
-            if lane.rate is None
-            else {"max": lane.rate[0], "per_seconds": lane.rate[1]},
-            "paused": lane.paused,
-            "max_waiting": lane.max_waiting,
-            "parked": lane.parked,
-            "throttled_until": None
-            if lane.throttled_until is None
-            else lane.throttled_until.isoformat(),
+            **lane.controls(),
         }
         for lane in lanes
     ]
