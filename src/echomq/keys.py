@@ -224,6 +224,11 @@ class QueueKeys:
         """set: the blocked jobs that wait for ``job_id`` to complete."""
         return self._part("dependents:" + job_id)
 
+    def readers(self, job_id: str) -> str:
+        """set: the dependents of the completed job ``job_id`` that may still read its
+        result; retention keeps the job while one of them has not finished."""
+        return self._part("readers:" + job_id)
+
     def stop_bell(self, worker_id: str) -> str:
         """list: pushed once by a stopping worker to end its own doorbell wait
         (client-side only; it lives for seconds at most)."""

@@ -189,6 +189,25 @@ def _release_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.complete_many([(b.active[0], 1)]), b.q.engine.keys.lane("a")
 
 
+def _release_to_moved_readers(b: Busy) -> tuple[Call[Any], str]:
+    """Completing a job lists its released dependent as a reader of its result
+    (retention keeps it for that dependent): its readers set, not there yet, is
+    a key the migrating source does not hold (nothing to move)."""
+    b.q.add("child", depends_on=[b.active[0].id])
+    return b.q.engine.complete_many([(b.active[0], 1)]), ""
+
+
+def _prune_held_dependency(b: Busy) -> tuple[Call[Any], str]:
+    """Maintenance would prune a completed job that a waiting dependent may still
+    read (includes/retention.lua, read_hold): its readers set moved."""
+    parent = b.active[0]
+    b.q.add("child", depends_on=[parent.id])
+    b.q.complete(parent, 1)
+    b.active.remove(parent)
+    b.q.configure(keep_completed=0)
+    return b.q.engine.maintain(), b.q.engine.keys.readers(parent.id)
+
+
 def _renumbering(b: Busy) -> tuple[Call[Any], str]:
     """A renumbering past its scan (includes/renumber.lua): the claim's step
     would renumber a waiting job of lane a that it does not lease; its hash moved."""
@@ -216,6 +235,8 @@ SCENARIOS: dict[str, Scenario] = {
     "claim_queue_rate": _queue_rate,
     "configure_rate": _configure_rate,
     "complete_releases": _release_into_moved_lane,
+    "complete_readers": _release_to_moved_readers,
+    "maintain_held_dependency": _prune_held_dependency,
     "fire_schedules": _fire_into_moved_lane,
     # a new job's hash is not on the source while the slot migrates
     "add": lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), ""),

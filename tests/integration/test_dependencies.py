@@ -262,3 +262,54 @@ def test_release_and_dependency_death_are_events(sq: SyncQueue) -> None:
     dead = [e for e in events if e.job_id == d]
     assert [e.kind for e in dead] == ["added", "dead"]
     assert dead[1].error == f"dependency {b} died"
+
+
+def test_retention_keeps_a_completed_dependency_until_its_dependents_finish(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    sq.configure(keep_completed=0, keep_completed_age=0)
+    a, b = sq.add("a"), sq.add("b")
+    ja, jb = sq.claim(2)
+    assert (ja.id, jb.id) == (a, b)
+    c = sq.add("c", depends_on=[a, b])  # both running: pending
+    sq.complete(ja, {"from": "a"})
+    late = sq.add("late", depends_on=[a])  # a completed already: waiting, it reads a
+    assert finish(sq, 1) == [late]
+    # a is kept while c is blocked by b and may read it later; late goes
+    for _ in range(5):
+        sq.maintain()
+    assert state(sq, c) is State.BLOCKED and state(sq, a) is State.COMPLETED
+    assert sq.get(late) is None
+    assert redis_client.smembers(sq.engine.keys.readers(a)) == {c}
+    sq.complete(jb, {"from": "b"})
+    for _ in range(5):
+        sq.maintain()
+    assert state(sq, a) is State.COMPLETED  # c is waiting: it may still read a
+    [jc] = sq.claim(1)
+    assert jc.id == c
+    sq.maintain()
+    assert sq.dependency_results(c) == {a: {"from": "a"}, b: {"from": "b"}}
+    sq.complete(jc, "merged")
+    sq.maintain()
+    # c finished: a and b are pruned, with their readers sets
+    assert sq.get(a) is None and sq.get(b) is None and sq.get(c) is None
+    assert redis_client.exists(sq.engine.keys.readers(a), sq.engine.keys.readers(b)) == 0
+
+
+def test_held_dependencies_do_not_stall_pruning(sq: SyncQueue) -> None:
+    sq.configure(keep_completed=0, keep_completed_age=0)
+    # 300 completed jobs each needed by a blocked job (more than one prune budget)
+    deps = [sq.add("d") for _ in range(300)]
+    gate = sq.add("gate", delay=3600)  # never claimed here: the dependents stay blocked
+    waiting = [sq.add("w", depends_on=[d, gate]) for d in deps]
+    for _ in range(3):
+        finish(sq, 100)
+    assert sq.stats().counts["completed"] == 300
+    plain = [sq.add("plain") for _ in range(10)]
+    assert sorted(finish(sq, 10)) == sorted(plain)
+    for _ in range(5):
+        sq.maintain()
+    # the plain jobs are pruned though 300 held jobs are older; the held ones stay
+    assert all(sq.get(p) is None for p in plain)
+    assert all(state(sq, d) is State.COMPLETED for d in deps)
+    assert all(state(sq, w) is State.BLOCKED for w in waiting)

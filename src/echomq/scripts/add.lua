@@ -46,6 +46,7 @@ local ids = {}
 local key_owner, created_ids = {}, {}   -- what earlier jobs of this batch create
 local lanes = {}
 local blocked_on = {}  -- job index -> its pending dependencies
+local reads_of = {}    -- job index -> its dependencies completed already (it reads their results)
 local adding, adding_order = {}, {}   -- lane -> jobs this batch adds to it
 for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
@@ -66,16 +67,20 @@ for i, job in ipairs(jobs) do
     ids[i] = false   -- created below
     if job[12] ~= "" then
       -- its dependencies: pending ones (not completed yet) block it
-      local pending = {}
+      local pending, done_deps = {}, {}
       for _, dep in ipairs(cjson.decode(job[12])) do
         local state = created_ids[dep] and "waiting" or read_key("HGET", job_key(dep), "s")
         if not state or state == "dead" then return {E_NOT_FOUND, dep, state or ""} end
         if state ~= "completed" then
           pending[#pending + 1] = dep
           read_key("EXISTS", dependents_key(dep))
+        else
+          done_deps[#done_deps + 1] = dep
+          read_key("EXISTS", readers_key(dep))
         end
       end
       blocked_on[i] = pending
+      reads_of[i] = done_deps
     end
     created_ids[id] = true
     if key ~= "" then key_owner[key] = id end
@@ -133,6 +138,11 @@ for i, job in ipairs(jobs) do
     end
     if job[13] ~= "" then
       fields[n + 1], fields[n + 2], n = "df", job[13], n + 2
+    end
+    -- retention keeps a completed dependency until its readers finish (includes/retention.lua)
+    for _, dep in ipairs(reads_of[i] or {}) do
+      redis.call("SADD", readers_key(dep), id)
+      redis.call("HSET", job_key(dep), "dn", "1")
     end
     local pending = blocked_on[i]
     if pending and #pending > 0 then

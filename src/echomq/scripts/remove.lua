@@ -23,6 +23,8 @@ local lk = lane_key(f[2])
 local lane_size = 0
 if f[1] == "waiting" then lane_size = read_key("ZCARD", lk) end
 local idem = read_idem(id)
+-- a completed job's readers (includes/retention.lua) go with it
+local readers = f[1] == "completed" and f[3] and read_key("EXISTS", readers_key(id)) == 1
 if f[1] == "active" then plan_recheck(f[2]) end
 local now = now_ms()
 -- write phase
@@ -39,6 +41,7 @@ if f[1] == "active" then
   recheck(f[2], now)
 end
 drop_job(id, idem)
+if readers then redis.call("DEL", readers_key(id)) end
 -- a completed job's dependents were released (or are being released) already
 if f[1] ~= "completed" then orphan_dependents(id, f[3], now_ms()) end
 emit("removed", id, f[2])

@@ -10,6 +10,10 @@
 -- counts it as done instead and runs, seeing the failure in its dependency
 -- results); a dependent that dies so passes it on to its own dependents.
 --
+-- A completion moves each released dependent to the job's readers set
+-- (readers_key): retention keeps the completed job until they have finished
+-- (includes/retention.lua, read_hold).
+--
 -- Work is bounded: at most RELEASE_BUDGET dependents per maintenance call,
 -- and per completing call RELEASE_BUDGET plus one per job it completes (work
 -- the caller sized: a fan-in completed in one batch is released at once). A
@@ -38,6 +42,7 @@ local function read_releases(entries, budget, lanes)
     end
     local dk = dependents_key(parent)
     local size = read_key("SCARD", dk)
+    if not why then read_key("EXISTS", readers_key(parent)) end
     local members, fields = {}, {}
     if why ~= "alive" and size > 0 and left > 0 then
       members = read_key("SRANDMEMBER", dk, math.min(left, size))
@@ -79,10 +84,12 @@ local function apply_releases(plan, now)
     if #entry.members > 0 then
       call_chunked("SREM", dependents_key(entry.parent), entry.members, 1)
     end
+    local readers = {}
     for i, id in ipairs(entry.members) do
       local f = entry.fields[i]
       if f[1] == "blocked" then
         done = done + 1
+        if not entry.why then readers[#readers + 1] = id end
         if entry.why and f[7] ~= "run" then
           kill_dependent(id, f, entry.parent, entry.why, now)
         elseif redis.call("HINCRBY", job_key(id), "dp", -1) <= 0 then
@@ -96,6 +103,8 @@ local function apply_releases(plan, now)
         end
       end
     end
+    -- they may read its result until they finish: retention keeps it (includes/retention.lua)
+    if #readers > 0 then call_chunked("SADD", readers_key(entry.parent), readers, 1) end
     if entry.rest > 0 then
       -- an idle worker wakes, runs maintenance and goes on
       if redis.call("ZADD", K_RELEASING, "NX", fmt(now), entry.member) == 1 then ring_doorbell() end
