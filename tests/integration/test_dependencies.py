@@ -14,6 +14,7 @@ from echomq import (
     InvalidDependency,
     InvalidOption,
     Job,
+    LaneFull,
     Queue,
     State,
     SyncQueue,
@@ -313,3 +314,47 @@ def test_held_dependencies_do_not_stall_pruning(sq: SyncQueue) -> None:
     assert all(sq.get(p) is None for p in plain)
     assert all(state(sq, d) is State.COMPLETED for d in deps)
     assert all(state(sq, w) is State.BLOCKED for w in waiting)
+
+
+def test_max_waiting_counts_blocked_jobs(sq: SyncQueue, redis_client: redis.Redis) -> None:
+    """DESIGN §8: a lane holds at most max_waiting waiting + delayed + blocked jobs."""
+    sq.set_lane("m", max_waiting=3)
+    ctl = sq.engine.keys.lanectl
+    dep = sq.add("dep", group="other")
+    doomed = sq.add("doomed", group="other")
+    b1 = sq.add("b", group="m", depends_on=[dep])
+    b2 = sq.add("b", group="m", depends_on=[doomed])
+    sq.add("w", group="m")
+    assert redis_client.hget(ctl, "d:m") == "2"  # the two blocked jobs
+    with pytest.raises(LaneFull, match="max_waiting 3"):
+        sq.add("b", group="m", depends_on=[dep])
+    # released into the lane: still counted, now as waiting
+    [jd] = sq.claim(1)
+    assert jd.id == dep
+    sq.complete(jd)
+    assert state(sq, b1) is State.WAITING and redis_client.hget(ctl, "d:m") == "1"
+    with pytest.raises(LaneFull):
+        sq.add("w", group="m")
+    # dead from a failed dependency (here: removed): no longer counted
+    sq.remove(doomed)
+    sq.maintain()
+    assert state(sq, b2) is State.DEAD and redis_client.hget(ctl, "d:m") is None
+    sq.add("w", group="m")
+    with pytest.raises(LaneFull):
+        sq.add("w", group="m")
+
+
+def test_removing_or_cancelling_a_blocked_job_uncounts_it(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    sq.set_lane("m", max_waiting=2)
+    dep = sq.add("dep", group="other")
+    b1 = sq.add("b", group="m", depends_on=[dep])
+    b2 = sq.add("b", group="m", depends_on=[dep])
+    with pytest.raises(LaneFull):
+        sq.add("w", group="m")
+    sq.remove(b1)
+    sq.cancel(b2)
+    assert redis_client.hget(sq.engine.keys.lanectl, "d:m") is None
+    sq.add("w", group="m")
+    sq.add("w", group="m")

@@ -23,7 +23,7 @@
 --          dead (nothing is written then).
 --          {E_LANE_FULL (-5), lane, held, adding, max_waiting} when the batch
 --          would make a lane hold more than its max_waiting waiting + delayed
---          jobs (nothing is written).
+--          + blocked jobs (nothing is written).
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -90,8 +90,8 @@ for i, job in ipairs(jobs) do
     adding[lane] = (adding[lane] or 0) + 1
   end
 end
--- max_waiting: a lane may not hold more waiting + delayed jobs (the whole
--- batch is refused, nothing written)
+-- max_waiting: a lane may not hold more waiting + delayed + blocked jobs (the
+-- whole batch is refused, nothing written)
 for _, lane in ipairs(adding_order) do
   local f = redis.call("HMGET", K_LANECTL, "m:" .. lane, "d:" .. lane)
   local most = tonumber(f[1])
@@ -149,6 +149,7 @@ for i, job in ipairs(jobs) do
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "blocked", "dp", #pending
       redis.call("HSET", job_key(id), unpack(fields))
       redis.call("ZADD", K_BLOCKED, created_at, id)
+      count_delayed(lane, 1)  -- max_waiting counts it (includes/controls.lua)
       for _, dep in ipairs(pending) do
         redis.call("SADD", dependents_key(dep), id)
         redis.call("HSET", job_key(dep), "dn", "1")  -- it has dependents: see completeMany

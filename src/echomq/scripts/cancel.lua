@@ -59,7 +59,9 @@ if state == "waiting" then
     if redis.call("ZCARD", lk) == 0 then leave_ring(lane) end
   end
 end
-if state == "delayed" or state == "failed" then count_delayed(lane, -1) end
+if state == "delayed" or state == "failed" or state == "blocked" then
+  count_delayed(lane, -1)
+end
 redis.call("ZREM", K_DELAYED, id)
 redis.call("ZREM", K_RETRYING, id)
 redis.call("ZREM", K_BLOCKED, id)

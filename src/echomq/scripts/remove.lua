@@ -35,7 +35,7 @@ end
 for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD, K_BLOCKED}) do
   redis.call("ZREM", zkey, id)
 end
-if f[1] == "delayed" or f[1] == "failed" then count_delayed(f[2], -1) end
+if f[1] == "delayed" or f[1] == "failed" or f[1] == "blocked" then count_delayed(f[2], -1) end
 if f[1] == "active" then
   give_back(f[2], 1)
   recheck(f[2], now)

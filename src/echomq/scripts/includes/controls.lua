@@ -6,7 +6,9 @@
 --   p:L  "1" while paused           m:L  max_waiting
 --   t:L  throttled until (ms, server clock)
 --   a:L  active jobs of the lane (every path into and out of active keeps it)
---   d:L  delayed and retry-pending jobs of the lane (for max_waiting)
+--   d:L  delayed, retry-pending and blocked jobs of the lane: the jobs it holds
+--        outside its list, for max_waiting (a blocked job released into the
+--        lane moves to the list; one sent to dead, removed or cancelled leaves)
 --   k:L  present while L is parked: its anchor, the lane just before it in
 --        the ring's cyclic order when it was parked
 --   vt   the virtual tail: the lane last placed at the ring's tail (joined,
@@ -153,7 +155,8 @@ local function record_queue_claims(taken, now)
   redis.call("PEXPIRE", key, OPT.rate_per)
 end
 
--- Count a lane's delayed jobs (for max_waiting): +1 entering, -1 leaving.
+-- Count a lane's delayed, retry-pending and blocked jobs (for max_waiting):
+-- +1 entering, -1 leaving.
 local function count_delayed(lane, delta)
   local field = "d:" .. (lane or "")
   if redis.call("HINCRBY", K_LANECTL, field, delta) <= 0 then
