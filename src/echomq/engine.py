@@ -776,8 +776,9 @@ class Engine:
         """The results of the jobs ``job_id`` was added to depend on (depends_on), by
         id, in depends_on order. A dependency that did not complete maps to a
         DependencyFailed (a value, not raised: a job added with
-        ``on_dependency_failure="run"`` runs anyway and sees it; retention may
-        also have pruned a completed one). A handler calls it with its own
+        ``on_dependency_failure="run"`` runs anyway and sees it; retention keeps a
+        completed one until its dependents finish, so "removed" means removed by
+        hand, docs/lifecycle.md "Dependencies"). A handler calls it with its own
         job's id. JobNotFound for an unknown id."""
         ids.parse_id(job_id)
 

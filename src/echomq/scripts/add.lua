@@ -32,6 +32,7 @@
 -- @include renumber
 -- @include controls
 -- @include format
+-- @include readers
 
 local requested = ARGV[7]
 local stored = redis.call("HGET", K_META, "o")

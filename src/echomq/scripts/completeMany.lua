@@ -22,6 +22,7 @@
 -- @include controls
 -- @include retention
 -- @include lease
+-- @include readers
 -- @include dependencies
 
 local now = now_ms()
@@ -58,7 +59,8 @@ for i, item in ipairs(items) do
   end
 end
 if #done_ids == 0 then return out end
-local victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now, done_ids)
+local victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now, done_ids,
+  READERS)
 -- the jobs with dependents (field dn), so a job without any reads no other key
 local parents = {}
 for _, id in ipairs(done_ids) do

@@ -29,13 +29,15 @@
 -- @include controls
 -- @include retention
 -- @include time
+-- @include readers
 -- @include dependencies
 
 local now = now_ms()
 -- read everything this call will touch before its first write
 local due = read_due(now)
 local expired = read_expired(now, true)  -- plans the dead set's pruning too
-local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now)
+local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now,
+  nil, READERS)
 -- completed jobs with dependents left to release (more than one call's budget)
 local releasing = redis.call("ZRANGEBYSCORE", K_RELEASING, "-inf", fmt(now), "LIMIT", 0, 100)
 local releases = read_releases(releasing, RELEASE_BUDGET, {})

@@ -13,6 +13,7 @@
 -- @include lanes
 -- @include controls
 -- @include retention
+-- @include readers
 
 local id = ARGV[7]
 -- read phase: the job, its lane and its idempotency key

@@ -6,7 +6,6 @@ local function idem_key(key) return PREFIX .. "idem:" .. key end
 local function rate_key(lane) return PREFIX .. "rate:" .. lane end
 local function queue_rate_key() return PREFIX .. "qrate" end
 local function dependents_key(id) return PREFIX .. "dependents:" .. id end
-local function readers_key(id) return PREFIX .. "readers:" .. id end
 
 -- Reading the data-dependent keys (read before write, includes/fixed.lua).
 -- During a key-by-key slot migration a key of the queue's slot may already

@@ -66,55 +66,12 @@ local function expire_idem(key, ttl_ms)
   end
 end
 
--- Completed jobs kept for their dependents (docs/lifecycle.md "Dependencies").
--- A dependent may read a completed dependency's result (dependency_results)
--- until it has finished, so pruning by retention keeps a completed job with
--- dependents (field dn) while any of them may still read it: while its
--- dependents set (dependents_key) is not empty (their release is still under
--- way), and while its readers set (readers_key: the dependents it released
--- or that were added after it completed) holds one that is not completed,
--- dead or gone. The readers are checked lazily, when the job comes up for
--- pruning: at most READER_CHECK_BUDGET readers per call; the finished ones
--- are forgotten (SREM), so a fan-out of 10,000 is checked in bounded steps
--- over successive calls. A job held so is moved to the newest end of the
--- completed set (scored "now"; its finish time stays in its field f), so the
--- pruner goes on with the jobs behind it and never stalls behind held jobs;
--- it comes up again by age or count later. So the completed set may hold
--- more than keep_completed jobs by exactly the held ones, and a held job
--- outlives its last reader by up to the retention age.
-local READER_CHECK_BUDGET = 100
-
--- Whether the completed job ``id`` (it has field dn) is still needed by a
--- dependent; plans in ``hold.forget`` the readers found finished. Reads only.
-local function read_hold(id, hold)
-  if read_key("SCARD", dependents_key(id)) > 0 then return true end
-  local rk = readers_key(id)
-  local size = read_key("SCARD", rk)
-  if size == 0 then return false end
-  if hold.left <= 0 then return true end
-  local sample = read_key("SRANDMEMBER", rk, math.min(size, hold.left))
-  hold.left = hold.left - #sample
-  local finished, live = {}, false
-  for _, reader in ipairs(sample) do
-    local s = read_key("HGET", job_key(reader), "s")
-    if not s or s == "completed" or s == "dead" then
-      finished[#finished + 1] = reader
-    else
-      live = true
-    end
-  end
-  if live or #finished < size then
-    if #finished > 0 then hold.forget[#hold.forget + 1] = {rk, finished} end
-    return true
-  end
-  return false  -- every reader finished: the set goes with the job
-end
-
 -- The jobs of a finished set past its age or count, oldest first, at most
 -- PRUNE_BUDGET. ``adding`` lists the ids this call is about to add to the set
 -- (scored now, so newer than every job there): they count towards the count
--- limit and are pruned last. Reads only.
-local function read_prune(zkey, keep_ms, keep_count, now, adding)
+-- limit and are pruned last. ``keeper`` (READERS of includes/readers.lua, for
+-- the completed set) keeps the jobs a dependent may still read. Reads only.
+local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper)
   adding = adding or {}
   local victims = redis.call("ZRANGEBYSCORE", zkey, "-inf", "(" .. fmt(now - keep_ms),
     "LIMIT", 0, PRUNE_BUDGET)
@@ -145,23 +102,22 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding)
     end
     victims = kept
   end
-  local hold = {left = READER_CHECK_BUDGET, forget = {}}
-  local kept, held, parents = {}, {}, {}
-  for _, id in ipairs(victims) do
-    local dn = read_key("HGET", job_key(id), "dn")
-    if dn and zkey == K_COMPLETED and read_hold(id, hold) then
-      held[#held + 1] = id
-    else
-      kept[#kept + 1] = id
-      if dn and zkey == K_COMPLETED then parents[#parents + 1] = id end
-    end
+  if not keeper then
+    for _, id in ipairs(victims) do read_key("EXISTS", job_key(id)) end
+    return victims
   end
-  kept.held, kept.forget, kept.parents, kept.now = held, hold.forget, parents, now
+  -- completed jobs a dependent may still read are kept (includes/readers.lua)
+  local hold = {left = keeper.budget, forget = {}, drop = {}}
+  local kept, held = {}, {}
+  for _, id in ipairs(victims) do
+    if keeper.read(id, hold) then held[#held + 1] = id else kept[#kept + 1] = id end
+  end
+  kept.held, kept.forget, kept.drop, kept.now = held, hold.forget, hold.drop, now
   return kept
 end
 
--- Delete the jobs read_prune chose; returns how many. The completed jobs it
--- held for their readers go to the newest end of the set (see read_hold).
+-- Delete the jobs read_prune chose; returns how many. The completed jobs its
+-- keeper held for their readers go to the newest end of the set (includes/readers.lua).
 local function apply_prune(zkey, victims)
   for _, entry in ipairs(victims.forget or {}) do
     call_chunked("SREM", entry[1], entry[2], 1)
@@ -174,7 +130,7 @@ local function apply_prune(zkey, victims)
     end
     redis.call("ZADD", zkey, "XX", unpack(pairs_))
   end
-  for _, id in ipairs(victims.parents or {}) do redis.call("DEL", readers_key(id)) end
+  for _, key in ipairs(victims.drop or {}) do redis.call("DEL", key) end
   if #victims == 0 then return 0 end
   for i = 1, #victims, 500 do
     local hashes = {}
