@@ -199,7 +199,7 @@ def _release_to_moved_readers(b: Busy) -> tuple[Call[Any], str]:
 
 def _prune_held_dependency(b: Busy) -> tuple[Call[Any], str]:
     """Maintenance would prune a completed job that a waiting dependent may still
-    read (includes/retention.lua, read_hold): its readers set moved."""
+    read (includes/readers.lua): its readers set moved."""
     parent = b.active[0]
     b.q.add("child", depends_on=[parent.id])
     b.q.complete(parent, 1)

@@ -140,7 +140,7 @@ for i, job in ipairs(jobs) do
     if job[13] ~= "" then
       fields[n + 1], fields[n + 2], n = "df", job[13], n + 2
     end
-    -- retention keeps a completed dependency until its readers finish (includes/retention.lua)
+    -- retention keeps a completed dependency until its readers finish (includes/readers.lua)
     for _, dep in ipairs(reads_of[i] or {}) do
       redis.call("SADD", readers_key(dep), id)
       redis.call("HSET", job_key(dep), "dn", "1")

@@ -24,7 +24,7 @@ local lk = lane_key(f[2])
 local lane_size = 0
 if f[1] == "waiting" then lane_size = read_key("ZCARD", lk) end
 local idem = read_idem(id)
--- a completed job's readers (includes/retention.lua) go with it
+-- a completed job's readers (includes/readers.lua) go with it
 local readers = f[1] == "completed" and f[3] and read_key("EXISTS", readers_key(id)) == 1
 if f[1] == "active" then plan_recheck(f[2]) end
 local now = now_ms()

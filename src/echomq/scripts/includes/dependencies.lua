@@ -12,7 +12,7 @@
 --
 -- A completion moves each released dependent to the job's readers set
 -- (readers_key): retention keeps the completed job until they have finished
--- (includes/retention.lua, read_hold).
+-- (includes/readers.lua).
 --
 -- Work is bounded: at most RELEASE_BUDGET dependents per maintenance call,
 -- and per completing call RELEASE_BUDGET plus one per job it completes (work
@@ -105,7 +105,7 @@ local function apply_releases(plan, now)
         end
       end
     end
-    -- they may read its result until they finish: retention keeps it (includes/retention.lua)
+    -- they may read its result until they finish: retention keeps it (includes/readers.lua)
     if #readers > 0 then call_chunked("SADD", readers_key(entry.parent), readers, 1) end
     if entry.rest > 0 then
       -- an idle worker wakes, runs maintenance and goes on
