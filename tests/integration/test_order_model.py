@@ -941,11 +941,13 @@ RETURNING_NEVER_REFUSED = [
     Claim(1), Fail(0, FAR_FUTURE), Add(0, "a"),
     Claim(3),
 ]  # fmt: skip
-# a change into a full lane is refused; within the lane (a new tier) it is not
+# a change into a full lane is refused, also when a delayed job fills it;
+# within the lane (a new tier) it is not
 CHANGE_INTO_FULL_LANE = [
     SetMaxWaiting("b", 1),
     lane_jobs("a", "a", "b"),
     Change(0, 0, "b"), Change(2, 2, "b"), SetMaxWaiting("b", None), Change(0, 0, "b"),
+    SetMaxWaiting("c", 1), Add(0, "c", FAR_FUTURE), Change(0, 1, "c"),
     Claim(3),
 ]  # fmt: skip
 # a far throttle parks its lane for good; a short one ends before the next
