@@ -974,6 +974,7 @@ THROTTLES = [
         throttles,
         rate_limiteds,
         changes,
+        changes,
         set_caps,
         pause_lanes,
         claims,
