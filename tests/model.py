@@ -49,6 +49,16 @@ the lane that was before it, ``gone``); with none, at the tail. So the ring's
 cyclic order is kept: the rotation goes on past the parked lane as if it
 took a zero-claim turn each time, and serves it at its next turn once it can
 be served.
+
+Backpressure and throttles (docs/ordering.md "Lane controls"): a lane with
+``max_waiting = n`` refuses an add (or a ``change`` into it) that would make
+it hold more than n waiting + delayed (incl. retry-pending) jobs: the
+operation raises ``LaneFull`` and changes nothing (a batch is refused whole).
+Jobs that come back (retry, stall, release, ``retry_dead``) are never refused.
+A throttle far in the future (longer than any example) keeps the lane from
+being served like a pause that cannot be lifted; a short one is waited out
+before the next operation, so it changes nothing (and never shortens one in
+force).
 """
 
 from __future__ import annotations
@@ -113,6 +123,8 @@ class OrderModel:
         # from the lane since the rate was set (setting it starts a fresh record)
         self.rates: dict[Group, int] = {}
         self.rate_claims: dict[Group, int] = {}
+        self.max_waiting: dict[Group, int] = {}
+        self.throttled: set[Group] = set()  # a throttle in force for the rest of the example
         self.parked: dict[Group, Group] = {}  # parked lane -> its anchor
         self.gone: dict[Group, Group] = {}  # lane that left while lanes were parked -> pred
         self.vt: Group | _Unset = UNSET  # the lane last placed at the ring's tail
@@ -134,6 +146,30 @@ class OrderModel:
         else:
             self.delayed[job_id] = fire_at
 
+    def refused_lane(self, groups: list[Group]) -> Group | _Unset:
+        """The first lane (in order of first appearance) that adding one job per
+        entry of ``groups`` would push past its max_waiting, else UNSET."""
+        adding: dict[Group, int] = {}
+        for group in groups:
+            adding[group] = adding.get(group, 0) + 1
+        for group, count in adding.items():
+            most = self.max_waiting.get(group)
+            if most is not None and self.held(group) + count > most:
+                return group
+        return UNSET
+
+    def held(self, group: Group) -> int:
+        """What max_waiting counts: the lane's waiting and delayed (incl. retry-pending) jobs."""
+        delayed = sum(1 for job_id in self.delayed if self.jobs[job_id].group == group)
+        return len(self.lanes.get(group, [])) + delayed
+
+    def throttle(self, group: Group, *, far: bool) -> None:
+        """A throttle: far (the lane is not served for the rest of the example) or
+        short (waited out before the next operation: no effect, and it never
+        shortens one in force)."""
+        if far:
+            self.throttled.add(group)
+
     def set_weight(self, group: Group, weight: int) -> None:
         self.weights[group] = weight
 
@@ -144,9 +180,14 @@ class OrderModel:
         concurrency: int | _Unset | None = UNSET,
         paused: bool | None = None,
         rate: int | _Unset | None = UNSET,
+        max_waiting: int | _Unset | None = UNSET,
     ) -> None:
         """Change a lane's cap (None removes it) or pause it; a parked lane that can
         be served now goes back into the ring."""
+        if max_waiting is None:
+            self.max_waiting.pop(group, None)
+        elif not isinstance(max_waiting, _Unset):
+            self.max_waiting[group] = max_waiting
         if concurrency is None:
             self.caps.pop(group, None)
         elif not isinstance(concurrency, _Unset):
@@ -179,13 +220,17 @@ class OrderModel:
             return False
         return self.queue_rate is None or self.queue_rate_claims < self.queue_rate
 
-    def change(self, job_id: str, tier: int, group: Group) -> None:
-        """Move a waiting or delayed job to another tier and lane, keeping its arrival."""
+    def change(self, job_id: str, tier: int, group: Group) -> bool:
+        """Move a waiting or delayed job to another tier and lane, keeping its arrival.
+
+        False (nothing changed) when the job would enter a lane at its max_waiting."""
         job = self.jobs[job_id]
+        if group != job.group and not isinstance(self.refused_lane([group]), _Unset):
+            return False
         assert (job_id in self.delayed and job_id not in self.retrying) or self._is_waiting(job_id)
         if job_id in self.delayed:
             job.tier, job.group = tier, group
-            return
+            return True
         assert job.place is not None
         lane = self.lanes[job.group]
         lane.remove(job.place)
@@ -194,11 +239,12 @@ class OrderModel:
         job.tier = tier
         if job.group == group:  # a new tier in the same lane: the ring is as it was
             heapq.heappush(lane, job.place)
-            return
+            return True
         if not lane:
             self._leave_ring(job.group)
         job.group = group
         self._enter_lane(job_id)
+        return True
 
     def _is_waiting(self, job_id: str) -> bool:
         place = self.jobs[job_id].place
@@ -263,10 +309,15 @@ class OrderModel:
         self.retrying.add(job_id)
         return "failed"
 
-    def release(self, job_id: str) -> None:
-        """Handed back unfinished: waiting at its old place, the attempt not counted."""
+    def release(self, job_id: str, *, throttle_far: bool = False) -> None:
+        """Handed back unfinished: waiting at its old place, the attempt not counted.
+
+        ``throttle_far``: with a far throttle of its lane, set before the lane is
+        rechecked (``RateLimited`` from a handler: one script)."""
         del self.active[job_id]
         job = self.jobs[job_id]
+        if throttle_far:
+            self.throttled.add(job.group)
         job.attempts = max(0, job.attempts - 1)
         self._enter_lane(job_id)
         self._recheck(job.group)
@@ -345,7 +396,7 @@ class OrderModel:
         return sum(1 for job_id in self.active if self.jobs[job_id].group == group)
 
     def eligible(self, group: Group) -> bool:
-        if group in self.lane_paused:
+        if group in self.lane_paused or group in self.throttled:
             return False
         if group in self.rates and self.rate_claims.get(group, 0) >= self.rates[group]:
             return False

@@ -2,7 +2,9 @@
 
 Hypothesis draws programs of adds, batch adds, weight changes, removals,
 claims, and outcomes of claimed jobs (complete, fail with or without a retry,
-release), pause/resume and retry_dead; each runs against a fresh queue on a
+release, release with a throttle), pause/resume, retry_dead and the lane
+controls (caps, rates, lane pauses, max_waiting, throttles, change,
+queue-wide limits); each runs against a fresh queue on a
 real server and against ``tests/model.py`` (the spec), and every claim must
 return the same ids in the same order. Each example runs under both
 orderings; every test runs on each backend.
@@ -31,16 +33,16 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from echomq import SyncQueue, connection
+from echomq import LaneFull, SyncQueue, connection
 from echomq.job import Job, State
 from echomq.keys import QueueKeys, lane_of
 from echomq.options import Ordering
 from echomq.score import MAX_TIER
 from echomq.scripts import budget
-from model import NEVER, Group, OrderModel
+from model import NEVER, UNSET, Group, OrderModel
 
 CI = bool(os.environ.get("CI")) or os.environ.get("HYPOTHESIS_PROFILE") == "ci"
 settings.register_profile(
@@ -159,8 +161,26 @@ class PauseLane:
     paused: bool
 
 
-Outcome = Complete | Fail | Release
-Control = SetCap | PauseLane | Change | SetRate | SetQueueLimits
+@dataclass(frozen=True)
+class SetMaxWaiting:
+    group: Group
+    most: int | None  # max_waiting; None removes it
+
+
+@dataclass(frozen=True)
+class Throttle:
+    group: Group
+    far: bool  # FAR_FUTURE (not served for the rest of the example), else SHORT (waited out)
+
+
+@dataclass(frozen=True)
+class RateLimited:
+    pick: int  # a held job released with a throttle of its lane (a handler's RateLimited)
+    far: bool
+
+
+Outcome = Complete | Fail | Release | RateLimited
+Control = SetCap | PauseLane | Change | SetRate | SetQueueLimits | SetMaxWaiting | Throttle
 RATE_WINDOW = 3600.0
 Op = (
     Add
@@ -212,6 +232,9 @@ set_rates = st.builds(SetRate, groups, st.sampled_from([None, 1, 2, 4]))
 set_queue_limits = st.builds(
     SetQueueLimits, st.sampled_from([None, 1, 2, 3, 5]), st.sampled_from([None, None, 2, 4, 7])
 )
+set_max_waitings = st.builds(SetMaxWaiting, groups, st.sampled_from([None, 0, 1, 1, 2, 2, 3, 4]))
+throttles = st.builds(Throttle, groups, st.booleans())
+rate_limiteds = st.builds(RateLimited, st.integers(0, 7), st.booleans())
 retry_deads = st.builds(RetryDead, st.lists(st.integers(0, 30), min_size=1, max_size=4).map(tuple))
 
 
@@ -327,10 +350,7 @@ class Lockstep:
     def apply(self, op: Op) -> None:
         match op:
             case Add():
-                job_id = self.queue.add(
-                    "job", len(self.ids), priority=op.tier, group=op.group, delay=op.delay
-                )
-                self._record([op], [job_id])
+                self.add(op)
             case AddMany(items, late_first):
                 self._add_many(items, late_first)
             case SetWeight(group, weight):
@@ -342,12 +362,25 @@ class Lockstep:
                 self.remove(pick)
             case Stall(n):
                 self.claim(n, lease=SHORT)
-            case Complete() | Fail() | Release():
+            case Complete() | Fail() | Release() | RateLimited():
                 self.outcome(op)
             case Pause() | Resume() | RetryDead():
                 self.control(op)
-            case SetCap() | PauseLane() | Change() | SetRate() | SetQueueLimits():
+            case SetMaxWaiting() | Throttle():
+                self.backpressure(op)
+            case _:
                 self.lane_control(op)
+
+    def backpressure(self, op: SetMaxWaiting | Throttle) -> None:
+        match op:
+            case SetMaxWaiting(group, most):
+                self.queue.set_lane(group, max_waiting=most)
+                self.model.set_lane(group, max_waiting=most)
+            case Throttle(group, far):
+                self.queue.throttle(group, FAR_FUTURE if far else SHORT)
+                self.model.throttle(group, far=far)
+                if not far:  # waited out: it ended before the next operation
+                    self.clock = self._wait_short()
 
     def lane_control(self, op: Control) -> None:
         match op:
@@ -364,9 +397,13 @@ class Lockstep:
                 movable = model.waiting_ids() + sorted(set(model.delayed) - model.retrying)
                 if movable:
                     job_id = movable[pick % len(movable)]
+                    if not model.change(job_id, tier, group):
+                        event("max_waiting refused a change")
+                        with pytest.raises(LaneFull, match=f"lane {group!r} "):
+                            self.queue.change(job_id, priority=tier, group=group)
+                        return
                     job = self.queue.change(job_id, priority=tier, group=group)
                     assert (job.priority, job.group) == (tier, group)
-                    model.change(job_id, tier, group)
             case SetCap(group, cap):
                 self.queue.set_lane(group, concurrency=cap)
                 self.model.set_lane(group, concurrency=cap)
@@ -374,7 +411,35 @@ class Lockstep:
                 self.queue.set_lane(group, paused=paused)
                 self.model.set_lane(group, paused=paused)
 
+    def add(self, op: Add) -> None:
+        if self._refused([op]):
+            return
+        job_id = self.queue.add(
+            "job", len(self.ids), priority=op.tier, group=op.group, delay=op.delay
+        )
+        self._record([op], [job_id])
+
+    def _refused(self, items: Sequence[Add], late_first: bool = False) -> bool:
+        """When the model says a lane is at its max_waiting, the server must refuse
+        the whole add with LaneFull (the model is left as it is: nothing written)."""
+        sent = items[::-1] if late_first else items
+        full = self.model.refused_lane([a.group for a in sent])
+        if full is UNSET:
+            return False
+        event("max_waiting refused an add")
+        batch = [{"name": "job", "priority": a.tier, "group": a.group, "delay": a.delay}
+                 for a in sent]  # fmt: skip
+        with pytest.raises(LaneFull, match=f"lane {full!r} "):
+            if len(items) == 1:
+                self.queue.add("job", priority=items[0].tier, group=items[0].group,
+                               delay=items[0].delay)  # fmt: skip
+            else:
+                self.queue.add_many(batch)
+        return True
+
     def _add_many(self, items: Sequence[Add], late_first: bool) -> None:
+        if self._refused(items, late_first):
+            return
         if not late_first:
             batch = [
                 {"name": "job", "data": len(self.ids) + i, "priority": a.tier, "group": a.group,
@@ -441,6 +506,11 @@ class Lockstep:
             case Release():
                 self.queue.release(job)
                 self.model.release(job.id)
+            case RateLimited(_, far):
+                self.queue.release(job, throttle=FAR_FUTURE if far else SHORT)
+                self.model.release(job.id, throttle_far=far)
+                if not far:
+                    self.clock = self._wait_short()
             case Fail(_, delay):
                 state = self.queue.fail(job, "boom", retry=delay is not None, retry_delay=delay)
                 fire = None if delay is None else self._retry_at(job.id, state, delay)
@@ -459,6 +529,12 @@ class Lockstep:
                 self.model.resume()
             case RetryDead(picks):
                 self.retry_dead(picks)
+
+    def _wait_short(self) -> int:
+        """Wait out a SHORT throttle just set: the script's clock read no later than
+        ``after``, so the throttle ends by ``after`` + SHORT."""
+        after = server_ms(self.queue.client())
+        return wait_for_server_ms(self.queue.client(), after + SHORT * 1000)
 
     def _retry_at(self, job_id: str, state: State, delay: float) -> float:
         """The retry's fire time (ms) as the server stored it; ``NEVER`` for a far one."""
@@ -483,7 +559,7 @@ class Lockstep:
         """The server's state counts agree with the model's after the drain."""
         model = self.model
         want = {
-            "waiting": 0,
+            "waiting": model.waiting(),
             "active": len(model.active) + self.anchors,
             "delayed": len(model.delayed) - len(model.retrying),
             "failed": len(model.retrying),
@@ -503,8 +579,9 @@ class Lockstep:
             self.held.pop(job_id, None)
 
     def drain(self) -> None:
-        """Claim until empty (caps and lane pauses lifted first, on both sides);
-        afterwards nothing is waiting on either side."""
+        """Claim until empty (caps, rates and lane pauses lifted first, on both
+        sides); afterwards nothing is waiting on either side but in the lanes under
+        a far throttle (it cannot be lifted)."""
         controlled = set(self.model.caps) | self.model.lane_paused | set(self.model.rates)
         for group in sorted(controlled, key=str):
             self.apply(SetCap(group, None))
@@ -514,7 +591,9 @@ class Lockstep:
             self.apply(SetQueueLimits(None, None))
         while self.claim(7):
             pass
-        assert self.model.waiting() == 0
+        # a far throttle cannot be lifted: its lane keeps its waiting jobs
+        assert self.model.waiting() == sum(len(self.model.lanes[g]) for g in self.model.throttled
+                                           if g in self.model.lanes)  # fmt: skip
         assert self.queue.claim(1) == []
 
 
@@ -840,6 +919,94 @@ def test_queue_wide_limits_follow_the_model(
     for ordering in ORDERINGS:
         with fresh_queue(client, queue_name, ordering, max_stalls=1) as queue:
             Lockstep(queue, OrderModel(ordering, max_stalls=1)).run(program)
+
+
+# -- 3c. backpressure (max_waiting) and throttles ------------------------------
+# waiting + delayed jobs count: the third add to lane a is refused, and a
+# batch with one job too many for a is refused whole (b gets nothing either);
+# a claim makes room again
+MAX_WAITING_COUNTS_DELAYED = [
+    SetMaxWaiting("a", 2),
+    Add(0, "a"), Add(0, "a", FAR_FUTURE), Add(0, "a"),
+    lane_jobs("b", "a"),
+    Claim(1), Add(0, "a"), Add(0, "a"),
+    Claim(3),
+]  # fmt: skip
+# jobs coming back are never refused (release, stall, retry): the lane then
+# holds more than max_waiting and refuses adds until it is below again
+RETURNING_NEVER_REFUSED = [
+    SetMaxWaiting("a", 1),
+    Add(0, "a"), Claim(1), Add(0, "a"), Release(0), Add(0, "a"),
+    Stall(1), Add(0, "a"),
+    Claim(1), Fail(0, FAR_FUTURE), Add(0, "a"),
+    Claim(3),
+]  # fmt: skip
+# a change into a full lane is refused, also when a delayed job fills it;
+# within the lane (a new tier) it is not
+CHANGE_INTO_FULL_LANE = [
+    SetMaxWaiting("b", 1),
+    lane_jobs("a", "a", "b"),
+    Change(0, 0, "b"), Change(2, 2, "b"), SetMaxWaiting("b", None), Change(0, 0, "b"),
+    SetMaxWaiting("c", 1), Add(0, "c", FAR_FUTURE), Change(0, 1, "c"),
+    Claim(3),
+]  # fmt: skip
+# a far throttle parks its lane for good; a short one ends before the next
+# operation; RateLimited releases the job at its old place and throttles its
+# lane in one script (a lane parked at its cap stays parked)
+THROTTLES = [
+    SetCap("a", 1),
+    lane_jobs("a", "b", "a", "b", "c"),
+    Throttle("c", False), Claim(2), RateLimited(0, True),
+    Throttle("b", True), Claim(3),
+]  # fmt: skip
+
+
+@PROFILE
+@given(
+    # most lanes get a max_waiting first, so refusals are common
+    limits=st.lists(set_max_waitings, min_size=1, max_size=4),
+    program=programs(
+        set_max_waitings,
+        adds(),
+        adds(),
+        adds(ANY_DELAY),
+        add_manys(adds(ANY_DELAY)),
+        throttles,
+        rate_limiteds,
+        changes,
+        changes,
+        set_caps,
+        pause_lanes,
+        claims,
+        claims,
+        stalls,
+        completes,
+        fails,
+        releases,
+        retry_deads,
+        removes,
+        min_size=8,
+        max_size=30,
+    ),
+)
+@example(limits=[], program=MAX_WAITING_COUNTS_DELAYED)
+@example(limits=[], program=RETURNING_NEVER_REFUSED)
+@example(limits=[], program=CHANGE_INTO_FULL_LANE)
+@example(limits=[], program=THROTTLES)
+def test_max_waiting_and_throttles_follow_the_model(
+    client: connection.SyncClient,
+    queue_name: str,
+    limits: list[SetMaxWaiting],
+    program: list[Op],
+) -> None:
+    """An add, batch or change that would pass a lane's max_waiting raises
+    LaneFull exactly when the model refuses it, and writes nothing (every later
+    claim and the final counts still match); jobs coming back are never refused.
+    A far throttle parks its lane like a pause; a RateLimited release keeps the
+    job's place (docs/ordering.md "Lane controls")."""
+    for ordering in ORDERINGS:
+        with fresh_queue(client, queue_name, ordering, max_stalls=1) as queue:
+            Lockstep(queue, OrderModel(ordering, max_stalls=1)).run([*limits, *program])
 
 
 # -- 4. concurrent claimers -------------------------------------------------------
