@@ -85,7 +85,12 @@ def schedules(ctx: click.Context, as_json: bool, queue: str, url: str | None) ->
 @json_option
 @queue_options
 def list_schedules(as_json: bool, queue: str, url: str | None) -> None:
-    """The schedules with their next fire, last fire and that job's outcome."""
+    """The schedules with their next fire, last fire and that job's outcome.
+
+    \b
+    Example:
+      echomq schedules list --json
+    """
     with open_queue(queue, url) as q:
         found = q.schedules()
     if as_json:
@@ -127,7 +132,13 @@ def add_schedule(
     queue: str,
     url: str | None,
 ) -> None:
-    """Create or replace schedule SCHEDULE_ID (give --cron or --every)."""
+    """Create or replace schedule SCHEDULE_ID (give --cron or --every).
+
+    \b
+    Examples:
+      echomq schedules add nightly --cron "0 3 * * *" --tz Europe/Berlin --name report
+      echomq schedules add heartbeat --every 60 --name ping
+    """
     payload: Any = None if data is None else parse_json(data, "--data")
     with open_queue(queue, url) as q:
         nxt = q.schedule(
@@ -161,12 +172,18 @@ def _control(verb: str, done: str) -> Callable[..., None]:
     return command
 
 
-schedules.command("remove", context_settings=CONTEXT_SETTINGS, help="Remove a schedule.")(
-    _control("unschedule", "removed")
-)
-schedules.command("pause", context_settings=CONTEXT_SETTINGS, help="Stop a schedule firing.")(
-    _control("pause_schedule", "paused")
-)
+def _help(what: str, verb: str) -> str:
+    return f"{what}\n\n\b\nExample:\n  echomq schedules {verb} nightly"
+
+
 schedules.command(
-    "resume", context_settings=CONTEXT_SETTINGS, help="Fire a paused schedule again."
+    "remove", context_settings=CONTEXT_SETTINGS, help=_help("Remove a schedule.", "remove")
+)(_control("unschedule", "removed"))
+schedules.command(
+    "pause", context_settings=CONTEXT_SETTINGS, help=_help("Stop a schedule firing.", "pause")
+)(_control("pause_schedule", "paused"))
+schedules.command(
+    "resume",
+    context_settings=CONTEXT_SETTINGS,
+    help=_help("Fire a paused schedule again.", "resume"),
 )(_control("resume_schedule", "resumed"))
