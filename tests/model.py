@@ -225,13 +225,14 @@ class OrderModel:
             for job_id in self.dependents.pop(dep, []):
                 if job_id not in self.blocked:
                     continue
-                handled.add(job_id)
                 if self.jobs[job_id].run_anyway:
                     self.blocked[job_id].discard(dep)
                     if not self.blocked[job_id]:
                         released.add(job_id)
+                        handled.add(job_id)
                         self.blocked[job_id] = {dep}  # released below
                 else:
+                    handled.add(job_id)
                     del self.blocked[job_id]
                     self.dead.add(job_id)
                     self._died(job_id)
