@@ -212,11 +212,12 @@ class OrderModel:
         if self.dependents.get(job_id) and job_id not in self.orphaned:
             self.orphaned.append(job_id)
 
-    def maintain(self, now: float = -NEVER, order: list[str] | None = None) -> set[str]:
+    def maintain(self, now: float = -NEVER, order: list[str] | None = None) -> int:
         """A maintenance call (no expired leases in these examples: promote, then the
-        orphaned dependencies); returns the blocked jobs it released or killed."""
+        orphaned dependencies); returns its steps for blocked jobs (one per
+        orphaned dependency of each blocked job it meets: MaintenanceReport.released)."""
         self._promote(now)
-        handled: set[str] = set()
+        steps = 0
         released: set[str] = set()
         orphaned, self.orphaned = self.orphaned, []
         for dep in orphaned:
@@ -225,19 +226,18 @@ class OrderModel:
             for job_id in self.dependents.pop(dep, []):
                 if job_id not in self.blocked:
                     continue
+                steps += 1
                 if self.jobs[job_id].run_anyway:
                     self.blocked[job_id].discard(dep)
                     if not self.blocked[job_id]:
                         released.add(job_id)
-                        handled.add(job_id)
                         self.blocked[job_id] = {dep}  # released below
                 else:
-                    handled.add(job_id)
                     del self.blocked[job_id]
                     self.dead.add(job_id)
                     self._died(job_id)
         self._enter_released(released, order)
-        return handled
+        return steps
 
     def refused_lane(self, groups: list[Group]) -> Group | _Unset:
         """The first lane (in order of first appearance) that adding one job per

@@ -1232,9 +1232,9 @@ class DependencyLockstep(Lockstep):
         report = self.queue.maintain()
         self.clock = max(self.clock, ms(report.server_time))
         order = self.unblocked()
-        handled = self.model.maintain(self.clock, order)
-        assert report.released == len(handled), f"{self.where}: maintain {report}"
-        if handled:
+        steps = self.model.maintain(self.clock, order)
+        assert report.released == steps, f"{self.where}: maintain {report}"
+        if steps:
             event("maintenance released or killed blocked jobs")
 
     def run(self, program: Sequence[Op]) -> None:
@@ -1279,6 +1279,9 @@ FAN_OUT = [Add(0, "a"), AddDependent(0, "b", (0,)), AddDependent(0, "a", (0,)),
 CASCADE = [Add(0, None), AddDependent(0, None, (0,)), AddDependent(0, None, (1,)),
            AddDependent(0, None, (1,), True), Claim(1), Fail(0, None), Maintain(),
            Claim(7), Maintain(), Claim(7)]  # fmt: skip
+# a fan-in is released by the completion of its last dependency, not before
+FAN_IN = [Add(0, None), Add(0, None), Add(0, None), AddDependent(0, None, (0, 1)), Claim(1),
+          Complete(0), Claim(1), Claim(7), Complete(0), Claim(7)]  # fmt: skip
 # both dependencies of one job die before a maintenance call: it dies once
 BOTH_DIE = [Add(0, None), Add(0, None), AddDependent(0, None, (0, 1)), Claim(2), Fail(0, None),
             Fail(0, None), Maintain(), Claim(7)]  # fmt: skip
@@ -1310,6 +1313,7 @@ REMOVED = [Add(0, None), Add(1, None), AddDependent(0, None, (0, 1)), Remove(0),
 @example(program=CASCADE)
 @example(program=REMOVED)
 @example(program=BOTH_DIE)
+@example(program=FAN_IN)
 def test_dependencies_follow_the_model(
     client: connection.SyncClient, queue_name: str, program: list[Op]
 ) -> None:

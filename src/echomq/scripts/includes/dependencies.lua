@@ -90,13 +90,12 @@ local function apply_releases(plan, now)
     for i, id in ipairs(entry.members) do
       local f = entry.fields[i]
       if f[1] == "blocked" and not killed[id] then
+        done = done + 1
         if not entry.why then readers[#readers + 1] = id end
         if entry.why and f[7] ~= "run" then
-          done = done + 1
           kill_dependent(id, f, entry.parent, entry.why, now)
           killed[id] = true
         elseif redis.call("HINCRBY", job_key(id), "dp", -1) <= 0 then
-          done = done + 1
           order = order or ordering()
           local score = fmt(arrival_score(order, tonumber(f[3]) or 0))
           redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
