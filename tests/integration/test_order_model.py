@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -179,6 +179,19 @@ class RateLimited:
     far: bool
 
 
+@dataclass(frozen=True)
+class AddDependent:
+    tier: int
+    group: Group
+    picks: tuple[int, ...]  # indexes (mod their number) into every id added so far
+    run_anyway: bool = False  # on_dependency_failure="run"
+
+
+@dataclass(frozen=True)
+class Maintain:
+    pass
+
+
 Outcome = Complete | Fail | Release | RateLimited
 Control = SetCap | PauseLane | Change | SetRate | SetQueueLimits | SetMaxWaiting | Throttle
 RATE_WINDOW = 3600.0
@@ -194,6 +207,8 @@ Op = (
     | Resume
     | RetryDead
     | Control
+    | AddDependent
+    | Maintain
 )
 
 GROUPS: tuple[Group, ...] = (None, "a", "b", "c")
@@ -368,6 +383,8 @@ class Lockstep:
                 self.control(op)
             case SetMaxWaiting() | Throttle():
                 self.backpressure(op)
+            case AddDependent() | Maintain():
+                raise AssertionError(f"{op} needs a DependencyLockstep")
             case _:
                 self.lane_control(op)
 
@@ -1156,19 +1173,6 @@ def run_against_heap(queue: SyncQueue, program: Sequence[Op]) -> None:
 
 
 # -- 7. dependencies: blocked jobs, releases and orphans -----------------------
-@dataclass(frozen=True)
-class AddDependent:
-    tier: int
-    group: Group
-    picks: tuple[int, ...]  # indexes (mod their number) into every id added so far
-    run_anyway: bool = False  # on_dependency_failure="run"
-
-
-@dataclass(frozen=True)
-class Maintain:
-    pass
-
-
 class DependencyLockstep(Lockstep):
     """Lockstep with ``depends_on`` and ``maintain``. The jobs one step releases
     enter their lanes in the order the server's ``unblocked`` events give (the
@@ -1189,7 +1193,7 @@ class DependencyLockstep(Lockstep):
             if not page.events:
                 return ids
 
-    def apply(self, op: Any) -> None:
+    def apply(self, op: Op) -> None:
         match op:
             case AddDependent():
                 self.add_dependent(op)
@@ -1204,7 +1208,7 @@ class DependencyLockstep(Lockstep):
         if not self.ids:
             return
         deps = [self.ids[i % len(self.ids)] for i in op.picks]
-        policy = "run" if op.run_anyway else "dead"
+        policy: Literal["dead", "run"] = "run" if op.run_anyway else "dead"
         options: dict[str, Any] = {"priority": op.tier, "group": op.group}
         if self.model.refused_dependency(deps) is not None:
             event("a dead or removed dependency refused the add")
