@@ -383,8 +383,6 @@ class Lockstep:
                 self.control(op)
             case SetMaxWaiting() | Throttle():
                 self.backpressure(op)
-            case AddDependent() | Maintain():
-                raise AssertionError(f"{op} needs a DependencyLockstep")
             case _:
                 self.lane_control(op)
 
@@ -399,8 +397,10 @@ class Lockstep:
                 if not far:  # waited out: it ended before the next operation
                     self.clock = self._wait_short()
 
-    def lane_control(self, op: Control) -> None:
+    def lane_control(self, op: Control | AddDependent | Maintain) -> None:
         match op:
+            case AddDependent() | Maintain():
+                raise AssertionError(f"{op} needs a DependencyLockstep")
             case SetQueueLimits(cap, most):
                 self.queue.configure(
                     concurrency=cap, rate=None if most is None else (most, RATE_WINDOW)
