@@ -59,6 +59,19 @@ A throttle far in the future (longer than any example) keeps the lane from
 being served like a pause that cannot be lifted; a short one is waited out
 before the next operation, so it changes nothing (and never shortens one in
 force).
+
+Dependencies (docs/lifecycle.md "Dependencies"): a job added with
+``depends_on`` is *blocked* while a dependency has not completed (with all
+completed it is waiting at once; a dead or unknown dependency refuses the
+add). The completion of its last dependency releases it into its lane as a
+new arrival (composite: behind the jobs waiting then; mint: by its id), in
+that same step. Jobs released by one step enter their lanes in an order the
+spec leaves open (the server reads the dependents set in random order): the
+caller passes the order it observed, and the model checks it is a
+permutation of what it released. A dependency that dies or is removed is
+*orphaned*: the next ``maintain`` sends its blocked dependents to dead
+(``run_anyway`` ones count it as done instead), and a dependent that dies so
+is orphaned in turn, for the maintenance after that (one level per call).
 """
 
 from __future__ import annotations
@@ -91,6 +104,7 @@ class ModelJob:
     group: Group
     max_attempts: int = 3
     place: Place | None = None  # set when the job becomes waiting (again: a fresh one)
+    run_anyway: bool = False  # on_dependency_failure="run"
     stalls: int = 0
     attempts: int = 0
 
@@ -134,6 +148,10 @@ class OrderModel:
         self.queue_cap: int | None = None
         self.queue_rate: int | None = None
         self.queue_rate_claims = 0
+        # dependencies
+        self.blocked: dict[str, set[str]] = {}  # blocked job -> dependencies not completed
+        self.dependents: dict[str, list[str]] = {}  # job -> jobs added depending on it
+        self.orphaned: list[str] = []  # died or removed with dependents: for maintenance
 
     # -- operations --------------------------------------------------------
     def add(
@@ -145,6 +163,81 @@ class OrderModel:
             self._enter_lane(job_id)
         else:
             self.delayed[job_id] = fire_at
+
+    def add_dependent(
+        self,
+        job_id: str,
+        tier: int,
+        group: Group,
+        depends_on: list[str],
+        *,
+        run_anyway: bool = False,
+    ) -> str:
+        """A job added with ``depends_on``: "blocked", or "waiting" when every
+        dependency completed already. A dependency that is dead or not there
+        refuses the add (the caller checks ``refused_dependency`` first)."""
+        assert self.refused_dependency(depends_on) is None
+        self.jobs[job_id] = ModelJob(tier, group, self.max_attempts, run_anyway=run_anyway)
+        pending = {d for d in depends_on if d not in self.completed}
+        if not pending:
+            self._enter_lane(job_id)
+            return "waiting"
+        self.blocked[job_id] = pending
+        for dep in sorted(pending):
+            self.dependents.setdefault(dep, []).append(job_id)
+        return "blocked"
+
+    def refused_dependency(self, depends_on: list[str]) -> str | None:
+        """The first dependency an add must refuse (dead, or not there), else None."""
+        for dep in depends_on:
+            if dep not in self.jobs or dep in self.dead:
+                return dep
+        return None
+
+    def releasing(self, job_id: str) -> set[str]:
+        """The blocked jobs the completion of ``job_id`` would release now."""
+        return {d for d in self.dependents.get(job_id, []) if self.blocked.get(d) == {job_id}}
+
+    def _enter_released(self, released: set[str], order: list[str] | None) -> None:
+        """Released jobs into their lanes in ``order`` (what the server did; any
+        permutation of ``released`` is allowed), by id when not given."""
+        order = sorted(released) if order is None else order
+        assert sorted(order) == sorted(released), f"released {order}, the model {released}"
+        for job_id in order:
+            del self.blocked[job_id]
+            self._enter_lane(job_id, fresh=True)
+
+    def _died(self, job_id: str) -> None:
+        """A job that died or was removed: its blocked dependents wait for maintenance."""
+        if self.dependents.get(job_id) and job_id not in self.orphaned:
+            self.orphaned.append(job_id)
+
+    def maintain(self, now: float = -NEVER, order: list[str] | None = None) -> int:
+        """A maintenance call (no expired leases in these examples: promote, then the
+        orphaned dependencies); returns its steps for blocked jobs (one per
+        orphaned dependency of each blocked job it meets: MaintenanceReport.released)."""
+        self._promote(now)
+        steps = 0
+        released: set[str] = set()
+        orphaned, self.orphaned = self.orphaned, []
+        for dep in orphaned:
+            if dep in self.jobs and dep not in self.dead:
+                continue  # alive again (retry_dead): its dependents wait on
+            for job_id in self.dependents.pop(dep, []):
+                if job_id not in self.blocked:
+                    continue
+                steps += 1
+                if self.jobs[job_id].run_anyway:
+                    self.blocked[job_id].discard(dep)
+                    if not self.blocked[job_id]:
+                        released.add(job_id)
+                        self.blocked[job_id] = {dep}  # released below
+                else:
+                    del self.blocked[job_id]
+                    self.dead.add(job_id)
+                    self._died(job_id)
+        self._enter_released(released, order)
+        return steps
 
     def refused_lane(self, groups: list[Group]) -> Group | _Unset:
         """The first lane (in order of first appearance) that adding one job per
@@ -259,7 +352,11 @@ class OrderModel:
         was_active = self.active.pop(job_id, None) is not None
         self.dead.discard(job_id)
         self.retrying.discard(job_id)
-        self.completed.discard(job_id)
+        self.blocked.pop(job_id, None)
+        if job_id in self.completed:
+            self.completed.discard(job_id)  # its dependents were released already
+        else:
+            self._died(job_id)
         lane = self.lanes.get(job.group, [])
         if job.place in lane:
             lane.remove(job.place)
@@ -289,10 +386,17 @@ class OrderModel:
             claimed.append(job_id)
         return claimed
 
-    def complete(self, job_id: str) -> None:
+    def complete(self, job_id: str, order: list[str] | None = None) -> None:
+        """Completed; the dependents it was the last pending dependency of enter
+        their lanes in ``order`` (see _enter_released)."""
         del self.active[job_id]
         self.completed.add(job_id)
         self._recheck(self.jobs[job_id].group)
+        released = self.releasing(job_id)
+        for dependent in self.dependents.pop(job_id, []):
+            if dependent in self.blocked and dependent not in released:
+                self.blocked[dependent].discard(job_id)
+        self._enter_released(released, order)
 
     def fail(self, job_id: str, fire_at: float | None) -> str:
         """A failed attempt: retried at ``fire_at`` (ms) while attempts remain, else dead.
@@ -304,6 +408,7 @@ class OrderModel:
         self._recheck(job.group)
         if fire_at is None or job.attempts >= job.max_attempts:
             self.dead.add(job_id)
+            self._died(job_id)
             return "dead"
         self.delayed[job_id] = fire_at
         self.retrying.add(job_id)
@@ -485,6 +590,7 @@ class OrderModel:
             job.stalls += 1
             if job.stalls > self.max_stalls:
                 self.dead.add(job_id)
+                self._died(job_id)
             else:
                 self._enter_lane(job_id)
         return freed

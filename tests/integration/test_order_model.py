@@ -30,13 +30,13 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from echomq import LaneFull, SyncQueue, connection
+from echomq import InvalidDependency, LaneFull, SyncQueue, connection
 from echomq.job import Job, State
 from echomq.keys import QueueKeys, lane_of
 from echomq.options import Ordering
@@ -179,6 +179,19 @@ class RateLimited:
     far: bool
 
 
+@dataclass(frozen=True)
+class AddDependent:
+    tier: int
+    group: Group
+    picks: tuple[int, ...]  # indexes (mod their number) into every id added so far
+    run_anyway: bool = False  # on_dependency_failure="run"
+
+
+@dataclass(frozen=True)
+class Maintain:
+    pass
+
+
 Outcome = Complete | Fail | Release | RateLimited
 Control = SetCap | PauseLane | Change | SetRate | SetQueueLimits | SetMaxWaiting | Throttle
 RATE_WINDOW = 3600.0
@@ -194,6 +207,8 @@ Op = (
     | Resume
     | RetryDead
     | Control
+    | AddDependent
+    | Maintain
 )
 
 GROUPS: tuple[Group, ...] = (None, "a", "b", "c")
@@ -293,7 +308,7 @@ def fresh_queue(
 def drop_queue(client: connection.SyncClient, keys: QueueKeys) -> None:
     """Delete every key of a queue these tests made (they never flush a server)."""
     sets = [
-        keys.active, keys.delayed, keys.retrying, keys.completed, keys.dead,
+        keys.active, keys.delayed, keys.retrying, keys.completed, keys.dead, keys.blocked,
         *(keys.lane(lane_of(g)) for g in GROUPS),
     ]  # fmt: skip
     pipe = client.pipeline(transaction=False)
@@ -382,8 +397,10 @@ class Lockstep:
                 if not far:  # waited out: it ended before the next operation
                     self.clock = self._wait_short()
 
-    def lane_control(self, op: Control) -> None:
+    def lane_control(self, op: Control | AddDependent | Maintain) -> None:
         match op:
+            case AddDependent() | Maintain():
+                raise AssertionError(f"{op} needs a DependencyLockstep")
             case SetQueueLimits(cap, most):
                 self.queue.configure(
                     concurrency=cap, rate=None if most is None else (most, RATE_WINDOW)
@@ -1153,3 +1170,160 @@ def run_against_heap(queue: SyncQueue, program: Sequence[Op]) -> None:
                 want = [heapq.heappop(heap)[2] for _ in range(min(n, len(heap)))]
                 got = [j.id for j in queue.claim(n)]
                 assert got == want, f"[{queue.options.ordering}] claim({n})"
+
+
+# -- 7. dependencies: blocked jobs, releases and orphans -----------------------
+class DependencyLockstep(Lockstep):
+    """Lockstep with ``depends_on`` and ``maintain``. The jobs one step releases
+    enter their lanes in the order the server's ``unblocked`` events give (the
+    spec leaves it open); every other outcome is the model's alone."""
+
+    def __init__(self, queue: SyncQueue, model: OrderModel) -> None:
+        super().__init__(queue, model)
+        self.cursor = queue.read_events(None).cursor
+
+    def unblocked(self) -> list[str]:
+        """The ids of the ``unblocked`` events since the last read, in stream order."""
+        ids: list[str] = []
+        while True:
+            page = self.queue.read_events(self.cursor)
+            assert page.missed == 0
+            self.cursor = page.cursor
+            ids += [e.job_id for e in page.events if e.kind == "unblocked" and e.job_id]
+            if not page.events:
+                return ids
+
+    def apply(self, op: Op) -> None:
+        match op:
+            case AddDependent():
+                self.add_dependent(op)
+            case Maintain():
+                self.maintain()
+            case Complete():
+                self.complete(op.pick)
+            case _:
+                super().apply(op)
+
+    def add_dependent(self, op: AddDependent) -> None:
+        if not self.ids:
+            return
+        deps = [self.ids[i % len(self.ids)] for i in op.picks]
+        policy: Literal["dead", "run"] = "run" if op.run_anyway else "dead"
+        options: dict[str, Any] = {"priority": op.tier, "group": op.group}
+        if self.model.refused_dependency(deps) is not None:
+            event("a dead or removed dependency refused the add")
+            with pytest.raises(InvalidDependency):
+                self.queue.add("job", depends_on=deps, **options)
+            return
+        job_id = self.queue.add("job", depends_on=deps, on_dependency_failure=policy, **options)
+        state = self.model.add_dependent(job_id, op.tier, op.group, deps, run_anyway=op.run_anyway)
+        event(f"added {state}")
+        job = self.queue.get(job_id)
+        assert job is not None and job.state.value == state, f"{self.where}: {job_id} {job}"
+        self.ids.append(job_id)
+
+    def complete(self, pick: int) -> None:
+        if not self.held:
+            return
+        job = self.held.pop(list(self.held)[pick % len(self.held)])
+        self.queue.complete(job, result=job.data)
+        order = self.unblocked()
+        if len(order) > 1:
+            event("one completion released several")
+        self.model.complete(job.id, order)
+
+    def maintain(self) -> None:
+        report = self.queue.maintain()
+        self.clock = max(self.clock, ms(report.server_time))
+        order = self.unblocked()
+        steps = self.model.maintain(self.clock, order)
+        assert report.released == steps, f"{self.where}: maintain {report}"
+        if steps:
+            event("maintenance released or killed blocked jobs")
+
+    def run(self, program: Sequence[Op]) -> None:
+        super().run(program)
+        # orphans go on cascading, one level per maintenance call, until none is left
+        for _ in range(len(self.ids) + 1):
+            self.maintain()
+        self.drain()
+        self.check_states()
+
+    def check_states(self) -> None:
+        """Every job's final state is the model's."""
+        model = self.model
+        for job_id in self.ids:
+            job = self.queue.get(job_id)
+            if job_id not in model.jobs:
+                assert job is None, f"{job_id} should be gone, is {job}"
+                continue
+            assert job is not None
+            want = (
+                State.BLOCKED if job_id in model.blocked
+                else State.DEAD if job_id in model.dead
+                else State.COMPLETED if job_id in model.completed
+                else State.ACTIVE if job_id in model.active
+                else State.FAILED if job_id in model.retrying
+                else State.WAITING
+            )  # fmt: skip
+            assert job.state is want, f"{job_id}: {job.state}, the model {want}"
+        assert self.queue.stats().counts["blocked"] == len(model.blocked)
+
+
+dependency_picks = st.lists(st.integers(0, 30), min_size=1, max_size=3).map(tuple)
+add_dependents = st.builds(
+    AddDependent, tiers, groups, dependency_picks, st.sampled_from([False, False, False, True])
+)
+# a chain released one link per completion, a fan-out released by one completion,
+# a death cascading through two maintenance calls, a removal orphaning
+CHAIN = [Add(0, None), AddDependent(0, None, (0,)), AddDependent(0, None, (1,)), Claim(1),
+         Complete(0), Claim(1), Complete(0), Claim(1)]  # fmt: skip
+FAN_OUT = [Add(0, "a"), AddDependent(0, "b", (0,)), AddDependent(0, "a", (0,)),
+           AddDependent(0, "c", (0,)), Add(0, "a"), Claim(1), Complete(0), Claim(7)]  # fmt: skip
+CASCADE = [Add(0, None), AddDependent(0, None, (0,)), AddDependent(0, None, (1,)),
+           AddDependent(0, None, (1,), True), Claim(1), Fail(0, None), Maintain(),
+           Claim(7), Maintain(), Claim(7)]  # fmt: skip
+# a fan-in is released by the completion of its last dependency, not before
+FAN_IN = [Add(0, None), Add(0, None), Add(0, None), AddDependent(0, None, (0, 1)), Claim(1),
+          Complete(0), Claim(1), Claim(7), Complete(0), Claim(7)]  # fmt: skip
+# both dependencies of one job die before a maintenance call: it dies once
+BOTH_DIE = [Add(0, None), Add(0, None), AddDependent(0, None, (0, 1)), Claim(2), Fail(0, None),
+            Fail(0, None), Maintain(), Claim(7)]  # fmt: skip
+REMOVED = [Add(0, None), Add(1, None), AddDependent(0, None, (0, 1)), Remove(0), Maintain(),
+           Claim(7)]  # fmt: skip
+
+
+@PROFILE
+@given(
+    program=programs(
+        adds(),
+        adds(),
+        add_dependents,
+        add_dependents,
+        claims,
+        claims,
+        completes,
+        completes,
+        completes,
+        st.builds(Fail, st.integers(0, 7), st.sampled_from([None, None, 0.0])),
+        removes,
+        st.just(Maintain()),
+        min_size=10,
+        max_size=30,
+    )
+)
+@example(program=CHAIN)
+@example(program=FAN_OUT)
+@example(program=CASCADE)
+@example(program=REMOVED)
+@example(program=BOTH_DIE)
+@example(program=FAN_IN)
+def test_dependencies_follow_the_model(
+    client: connection.SyncClient, queue_name: str, program: list[Op]
+) -> None:
+    """Blocked jobs are released by their last dependency's completion as new
+    arrivals, and sent to dead by maintenance when a dependency dies or is removed
+    (or released, with on_dependency_failure="run"): claims and final states match."""
+    for ordering in ORDERINGS:
+        with fresh_queue(client, queue_name, ordering) as queue:
+            DependencyLockstep(queue, OrderModel(ordering)).run(program)

@@ -81,6 +81,7 @@ end
 local function apply_releases(plan, now)
   local done = 0
   local order = nil
+  local killed = {}  -- fields were read before the first write: a job two entries name dies once
   for _, entry in ipairs(plan) do
     if #entry.members > 0 then
       call_chunked("SREM", dependents_key(entry.parent), entry.members, 1)
@@ -88,11 +89,12 @@ local function apply_releases(plan, now)
     local readers = {}
     for i, id in ipairs(entry.members) do
       local f = entry.fields[i]
-      if f[1] == "blocked" then
+      if f[1] == "blocked" and not killed[id] then
         done = done + 1
         if not entry.why then readers[#readers + 1] = id end
         if entry.why and f[7] ~= "run" then
           kill_dependent(id, f, entry.parent, entry.why, now)
+          killed[id] = true
         elseif redis.call("HINCRBY", job_key(id), "dp", -1) <= 0 then
           order = order or ordering()
           local score = fmt(arrival_score(order, tonumber(f[3]) or 0))
