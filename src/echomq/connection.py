@@ -173,6 +173,17 @@ class ClusterClient(redis.cluster.RedisCluster):
         slot: int | None = super().determine_slot(*args)
         return slot
 
+    def close(self) -> None:
+        """Close every node's connections. redis-py's ``close`` releases only each
+        node client's own connection: a client made by ``from_url`` gives every node
+        a pool it does not close, so their sockets stayed open until collected."""
+        manager = getattr(self, "nodes_manager", None)  # unset if __init__ failed
+        nodes = list(manager.nodes_cache.values()) if manager else []
+        super().close()
+        for node in nodes:
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+
 
 class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     """The asyncio twin of ClusterClient."""
