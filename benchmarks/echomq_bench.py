@@ -4,10 +4,13 @@ Roles (``python -m echomq_bench ROLE`` from the benchmarks directory):
 
 - ``producer`` / ``worker``: the protocol every system goes through.
 - ``extras``: echomq-only figures: claim cost at a backlog of 10^3 vs 10^6
-  jobs and with 1 vs 10^5 lanes, add cost at a 10^6 backlog vs an empty
-  queue, idle latency from add to handler start, server memory per waiting
-  job, ``ordering="mint"`` vs ``"composite"``, and the server CPU of the whole
-  lifecycle when batched.
+  jobs, with 1 vs 10^5 lanes and with 99 % of 10^4 lanes paused or capped
+  (lane_caps.py), add cost at a 10^6 backlog vs an empty queue, idle latency
+  from add to handler start, the same under load (load_latency.py), ``wait``
+  latency (wait_latency.py), server memory per waiting job, ``ordering="mint"``
+  vs ``"composite"``, and the server CPU of the whole lifecycle when batched.
+  ``--only STEP,…`` runs some of the steps (run.py: ``memory_per_job`` on
+  Valkey 9).
 
 The worker is ``echomq.Worker`` when the package has it; otherwise (and for
 the ``drain_batched_loop`` figure) a loop that claims in batches, completes
@@ -28,6 +31,10 @@ from functools import partial
 from typing import Any
 
 import harness
+import lane_caps
+import load_latency
+import report
+import wait_latency
 from driver import DRAIN_CONCURRENCY, DrainVariant, Item, System, worker_concurrency
 from driver import main as driver_main
 
@@ -37,6 +44,8 @@ from echomq import Job, Queue, SyncQueue
 QUEUE = "bench"
 LOOP_BATCH = 50  # jobs claimed (and completed) per call by drain_batched_loop
 LEASE = 30.0
+#: hash-max-listpack-value when the server is left at its defaults (Valkey 8.1, 9.1, Redis 7)
+SERVER_DEFAULT_LISTPACK_VALUE = 64
 
 
 #: ECHOMQ_BENCH_BY_SHA=1 sends the scripts by EVALSHA instead of the function library
@@ -174,7 +183,14 @@ class Extras:
     """The echomq-only figures, on one private server."""
 
     def __init__(
-        self, url: str, label: str, *, quick: bool, runs: int, unix_url: str | None = None
+        self,
+        url: str,
+        label: str,
+        *,
+        quick: bool,
+        runs: int,
+        unix_url: str | None = None,
+        only: Sequence[str] = (),
     ) -> None:
         self.url = url
         self.unix_url = unix_url
@@ -183,26 +199,38 @@ class Extras:
         self.runs = runs
         self.probe = harness.ServerProbe(url)
         self.rec = harness.Recorder("echomq")
-        self.backlog = 100_000 if quick else 1_000_000
-        self.lanes = 10_000 if quick else 100_000
+        # --quick stays under 3 minutes with its peers: smaller backlogs and lane counts
+        self.backlog = 30_000 if quick else 1_000_000
+        self.lanes = 5_000 if quick else 100_000
+        self.bulk = 5_000 if quick else 20_000  # jobs of the mint/composite and lifecycle runs
         self.sample = 500 if quick else 2_000  # operations timed per round
         # cost figures are short, and the 2 cores are shared with everything else on
         # the machine: take the median of at least 5 rounds
         self.rounds = max(runs, 1 if quick else 5)
+        self.only = tuple(only)
 
-    async def run(self) -> None:
-        steps: list[Callable[[], Awaitable[None]]] = [
+    def steps(self) -> list[Callable[[], Awaitable[None]]]:
+        return [
             self.claim_and_add_vs_backlog,
             self.claim_vs_lanes,
+            self.claim_vs_capped_lanes,
             self.memory_per_job,
             self.mint_vs_composite,
             self.lifecycle_batched,
             self.idle_latency,
+            self.latency_under_load,
+            self.wait_latency,
             self.add_single_blocking,
             self.round_trip_floor,
         ]
-        for step in steps:
-            await step()
+
+    async def run(self) -> None:
+        for step in self.steps():
+            if not self.only or step.__name__ in self.only:
+                began = time.monotonic()
+                await step()
+                took = time.monotonic() - began
+                print(f"# extras {step.__name__}: {took:.1f}s", file=sys.stderr, flush=True)
         for m in self.rec.measurements():
             harness.emit(m.line(self.label))
         self.probe.close()
@@ -296,30 +324,53 @@ class Extras:
             await q.close()
         self.ratio("claim_cost_ratio_lanes", f"claim_us_lanes_{self.lanes}", "claim_us_lanes_1")
 
+    async def claim_vs_capped_lanes(self) -> None:
+        """Claim(1) server time with 99 % of the lanes paused or at their cap vs one
+        uncapped lane (lane_caps.py; 10^4 lanes, --quick: 2,000)."""
+        lanes = 2_000 if self.quick else lane_caps.LANES
+        for _ in range(self.runs):
+            self.probe.flush()
+            found = await asyncio.to_thread(lane_caps.measure, self.url, self.sample, lanes)
+            self.rec.add("claim_us_one_lane", found["one_lane_server_us"], "us")
+            self.rec.add(f"claim_us_lanes_capped_{lanes}", found["parked_99_server_us"], "us")
+            self.rec.add("claim_cost_ratio_lanes_capped", found["ratio_server"], "ratio")
+
     async def memory_per_job(self) -> None:
-        """Server memory per waiting job with a 100-byte payload (INFO memory delta / jobs),
-        with the embedded server's hash-max-listpack-value and with the server default."""
-        n = 20_000 if self.quick else 100_000
-        payload = "x" * 98  # JSON-encoded: '"xxx…"' is exactly 100 bytes
+        """Server memory per waiting job (INFO memory delta / jobs) less its JSON payload:
+        with a 100 B payload at the embedded server's hash-max-listpack-value
+        (``memory_*_per_waiting_job``), and at the server's default settings with
+        100 B and 1 KiB payloads under each ordering (``…_default_ORDERING_SIZEb``)."""
+        n = 5_000 if self.quick else 100_000
         client = self.probe.client
-        for setting, suffix in ((harness.LISTPACK_VALUE, ""), (64, "_listpack_64")):
-            client.config_set("hash-max-listpack-value", setting)
+        for _ in range(self.runs):
+            per_job = await self._memory_round("composite", 100, n)
+            self.rec.add("memory_bytes_per_waiting_job", per_job, "bytes")
+            self.rec.add("memory_overhead_bytes_per_waiting_job", per_job - 100, "bytes")
+        client.config_set("hash-max-listpack-value", SERVER_DEFAULT_LISTPACK_VALUE)
+        try:
             for _ in range(self.runs):
-                q = self.queue()
-                await q.add("noop")  # the queue's fixed keys exist before the baseline
-                before = self.probe.snapshot()
-                await self.fill(q, n, data=payload)
-                per_job = self.probe.work(before).memory_delta / n
-                self.rec.add(f"memory_bytes_per_waiting_job{suffix}", per_job, "bytes")
-                self.rec.add(
-                    f"memory_overhead_bytes_per_waiting_job{suffix}", per_job - 100, "bytes"
-                )
-                await q.close()
-        client.config_set("hash-max-listpack-value", harness.LISTPACK_VALUE)
+                for ordering, payload in report.MEMORY_CASES:
+                    per_job = await self._memory_round(ordering, payload, n)
+                    metric = report.memory_metric(ordering, payload)
+                    self.rec.add(metric, per_job - payload, "bytes")
+        finally:
+            client.config_set("hash-max-listpack-value", harness.LISTPACK_VALUE)
+
+    async def _memory_round(self, ordering: str, payload: int, n: int) -> float:
+        """Bytes per job of ``n`` waiting jobs whose data is JSON of ``payload`` bytes."""
+        data = "x" * (payload - 2)  # JSON-encoded: '"xxx…"' is exactly ``payload`` bytes
+        q = self.queue(ordering)
+        try:
+            await q.add("noop")  # the queue's fixed keys exist before the baseline
+            before = self.probe.snapshot()
+            await self.fill(q, n, data=data)
+            return self.probe.work(before).memory_delta / n
+        finally:
+            await q.close()
 
     async def mint_vs_composite(self) -> None:
         """Bulk add rate, add CPU and claim cost under each ordering."""
-        n, k = 20_000, self.sample
+        n, k = self.bulk, self.sample
         for ordering in ("composite", "mint"):
             for _ in range(self.runs):
                 q = self.queue(ordering)
@@ -342,7 +393,7 @@ class Extras:
 
     async def lifecycle_batched(self) -> None:
         """add_many + claim(100) + pipelined complete, in one process: server CPU per job."""
-        n = 20_000
+        n = self.bulk
         for _ in range(self.runs):
             q = self.queue()
             with self.probe.measure() as box:
@@ -397,6 +448,34 @@ class Extras:
                 ms = [x * 1000 for x in tally["latencies"]]
                 self.rec.add(f"idle_latency{suffix}_p50", harness.percentile(ms, 50), "ms")
                 self.rec.add(f"idle_latency{suffix}_p99", harness.percentile(ms, 99), "ms")
+
+    async def latency_under_load(self) -> None:
+        """Add → handler start while the worker drains a steady half of its maximum
+        (load_latency.py), in ms; the maximum and the rate reached in jobs/s."""
+        max_jobs, seconds = (2_000, 2.0) if self.quick else (10_000, 8.0)
+        for _ in range(self.runs):
+            self.probe.flush()
+            found = await load_latency.one_round(self.url, max_jobs, seconds)
+            if found is None:
+                continue
+            ms = found.latencies_ms
+            self.rec.add("load_latency_p50", harness.percentile(ms, 50), "ms")
+            self.rec.add("load_latency_p99", harness.percentile(ms, 99), "ms")
+            self.rec.add("load_latency_max_rate", found.max_rate, "jobs/s")
+            self.rec.add("load_latency_rate", found.rate, "jobs/s")
+            self.rec.add("load_latency_fraction", found.fraction, "ratio")
+            self.rec.add("load_latency_server_calls_per_job", found.calls_per_job, "calls/job")
+            self.rec.add("load_latency_server_cpu_us_per_job", found.cpu_us_per_job, "us/job")
+
+    async def wait_latency(self) -> None:
+        """A job's final transition → ``wait()`` returns, in ms (wait_latency.py)."""
+        n = 100 if self.quick else 300
+        for _ in range(self.runs):
+            self.probe.flush()
+            latencies, _calls = await wait_latency.measure(self.url, n)
+            ms = [x * 1000 for x in latencies]
+            self.rec.add("wait_latency_p50", harness.percentile(ms, 50), "ms")
+            self.rec.add("wait_latency_p99", harness.percentile(ms, 99), "ms")
 
     async def _latency_round(self, q: Queue, url: str, n: int) -> dict[str, Any] | None:
         import subprocess
@@ -476,8 +555,15 @@ def extras_main(argv: Sequence[str]) -> int:
     parser.add_argument("--label", default="")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated steps to run (default: all)")
     args = parser.parse_args(argv)
-    extras = Extras(args.url, args.label, quick=args.quick, runs=args.runs, unix_url=args.unix_url)
+    only = [step.strip() for step in args.only.split(",") if step.strip()]
+    extras = Extras(
+        args.url, args.label, quick=args.quick, runs=args.runs, unix_url=args.unix_url, only=only
+    )
+    known = {step.__name__ for step in extras.steps()}
+    if unknown := sorted(set(only) - known):
+        parser.error(f"unknown steps {unknown}; choose from {', '.join(sorted(known))}")
     asyncio.run(extras.run())
     return 0
 

@@ -11,8 +11,10 @@ Cases, each on a fresh queue of a private server:
 - ``parked-99``: 9,900 lanes paused (half) or capped at 1 with their one slot
   taken (half), each with waiting jobs, and 100 uncapped lanes with 100 jobs.
 Each then runs ``--claims`` claim(1) calls; the figure is the server's own
-time per claim script call (INFO commandstats, usec_per_call of evalsha),
-plus the client's wall-clock time per claim.
+time per claim script call (INFO commandstats: usec / calls of fcall, fcall_ro,
+evalsha and eval), plus the client's wall-clock time per claim. run.py takes
+the same figures through :func:`measure` (echomq_bench.py extras:
+``claim_cost_ratio_lanes_capped``).
 
     python benchmarks/lane_caps.py [--server valkey] [--claims 2000]
 
@@ -38,49 +40,74 @@ import harness  # noqa: E402
 from echomq import SyncQueue  # noqa: E402
 
 LANES, SERVED_LANES = 10_000, 100
+#: the commands that run a script: the function library's, or EVALSHA/EVAL without it.
+SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha", "eval")
 
 
 def claim_cost(url: str, q: SyncQueue, claims: int) -> tuple[float, float]:
     """(server usec per claim call, client usec per claim)."""
-    client = redis.Redis.from_url(url)
-    client.config_resetstat()
-    start = time.perf_counter()
-    for _ in range(claims):
-        assert q.claim(1)
-    wall = (time.perf_counter() - start) / claims * 1e6
-    stats = client.info("commandstats")["cmdstat_evalsha"]
-    return stats["usec"] / stats["calls"], wall
+    with redis.Redis.from_url(url) as client:
+        client.config_resetstat()
+        start = time.perf_counter()
+        for _ in range(claims):
+            assert q.claim(1)
+        wall = (time.perf_counter() - start) / claims * 1e6
+        stats = client.info("commandstats")
+    calls = sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in SCRIPT_COMMANDS)
+    usec = sum(int(stats.get(f"cmdstat_{c}", {}).get("usec", 0)) for c in SCRIPT_COMMANDS)
+    return usec / max(1, calls), wall
 
 
-def one_lane(url: str, claims: int) -> dict[str, float]:
-    q = SyncQueue("bench-one-lane", url=url)
-    for _ in range(20):
-        q.add_many([{"name": "j", "group": "solo"}] * 1000)
-    q.claim(1)  # warm-up (script load)
-    server, wall = claim_cost(url, q, claims)
+def one_lane(url: str, claims: int, jobs: int = 20_000) -> dict[str, float]:
+    with SyncQueue("bench-one-lane", url=url) as q:
+        for start in range(0, jobs, 1000):
+            q.add_many([{"name": "j", "group": "solo"}] * min(1000, jobs - start))
+        q.claim(1)  # warm-up (script load)
+        server, wall = claim_cost(url, q, claims)
     return {"server_us": server, "wall_us": wall}
 
 
-def parked_99(url: str, claims: int) -> dict[str, float]:
-    q = SyncQueue("bench-parked-99", url=url)
-    blocked = [f"t{i}" for i in range(LANES - SERVED_LANES)]
-    served = [f"s{i}" for i in range(SERVED_LANES)]
+def parked_99(url: str, claims: int, lanes: int = LANES) -> dict[str, float]:
+    with SyncQueue("bench-parked-99", url=url) as q:
+        return _parked_99(url, q, claims, lanes)
+
+
+def _parked_99(url: str, q: SyncQueue, claims: int, lanes: int) -> dict[str, float]:
+    served_lanes = lanes * SERVED_LANES // LANES  # 1 %
+    blocked = [f"t{i}" for i in range(lanes - served_lanes)]
+    served = [f"s{i}" for i in range(served_lanes)]
     for i, lane in enumerate(blocked):
         if i % 2:
             q.set_lane(lane, paused=True)
         else:
             q.set_lane(lane, concurrency=1)
     jobs = [{"name": "j", "group": lane} for lane in blocked for _ in range(2)]
-    jobs += [{"name": "j", "group": lane} for lane in served for _ in range(100)]
+    per_served = 100 * LANES // lanes  # 10^4 jobs in the served lanes, whatever ``lanes``
+    jobs += [{"name": "j", "group": lane} for lane in served for _ in range(per_served)]
     for i in range(0, len(jobs), 2000):
         q.add_many(jobs[i : i + 2000])
     # warm-up: claims run the ring once: capped lanes take their one slot and
-    # park, paused ones park at once; afterwards only the 100 served lanes remain
-    ring = redis.Redis.from_url(url)
-    while ring.llen(q.engine.keys.ring) > SERVED_LANES:
-        q.claim(1000)
+    # park, paused ones park at once; afterwards only the served lanes (1 %) remain
+    with redis.Redis.from_url(url) as ring:
+        while ring.llen(q.engine.keys.ring) > served_lanes:
+            q.claim(1000)
     server, wall = claim_cost(url, q, claims)
     return {"server_us": server, "wall_us": wall}
+
+
+def measure(url: str, claims: int, lanes: int = LANES) -> dict[str, float]:
+    """Both cases on the server at ``url`` (queues of their own names; the caller
+    flushes), with ``lanes`` lanes of which 99 % parked: server and wall µs per
+    claim of each, and the server ratio."""
+    base = one_lane(url, claims, jobs=max(claims + 1000, 2 * lanes))
+    parked = parked_99(url, claims, lanes)
+    return {
+        "one_lane_server_us": base["server_us"],
+        "parked_99_server_us": parked["server_us"],
+        "ratio_server": parked["server_us"] / base["server_us"],
+        "one_lane_wall_us": base["wall_us"],
+        "parked_99_wall_us": parked["wall_us"],
+    }
 
 
 def main() -> None:
@@ -90,20 +117,11 @@ def main() -> None:
     args = parser.parse_args()
     server = harness.BenchServer(args.server).start()
     try:
-        base = one_lane(server.url, args.claims)
-        parked = parked_99(server.url, args.claims)
+        figures = measure(server.url, args.claims)
     finally:
         server.stop()
-    line = {
-        "bench": "lane_caps",
-        "server": server.label,
-        "claims": args.claims,
-        "one_lane_server_us": round(base["server_us"], 1),
-        "parked_99_server_us": round(parked["server_us"], 1),
-        "ratio_server": round(parked["server_us"] / base["server_us"], 2),
-        "one_lane_wall_us": round(base["wall_us"], 1),
-        "parked_99_wall_us": round(parked["wall_us"], 1),
-    }
+    line = {"bench": "lane_caps", "server": server.label, "claims": args.claims}
+    line.update({k: round(v, 2 if k.startswith("ratio") else 1) for k, v in figures.items()})
     print(json.dumps(line))
 
 

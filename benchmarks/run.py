@@ -53,6 +53,12 @@ PEERS = (
     Peer("taskiq-redis", "peers.taskiq_redis", ".venv-peers", "taskiq_redis"),
 )
 ALL_SYSTEMS = ("echomq", *(p.name for p in PEERS))
+#: --quick without --systems: echomq and the peers that led add_concurrent (saq) and
+#: drain at concurrency 10 (dramatiq) in the full runs, and bullmq (the priority target)
+QUICK_SYSTEMS = ("echomq", "bullmq", "saq", "dramatiq")
+#: servers the memory target is measured on besides the benchmarked ones
+#: (echomq_bench extras --only memory_per_job), when --server is left at its default
+MEMORY_KINDS = ("valkey", "redis", "valkey9")
 
 
 @dataclass
@@ -238,17 +244,42 @@ def bench_server(
     )
 
 
+def memory_only(kind: str, args: argparse.Namespace, collected: Collected) -> None:
+    """echomq's memory figures on a server the systems were not benchmarked on."""
+    with harness.BenchServer(kind) as server:
+        collected.servers.append(f"{server.label} (memory figures only)")
+        print(f"# echomq memory on {server.label}", file=sys.stderr, flush=True)
+        extras = ["extras", "--url", server.url, "--label", server.label]
+        extras += ["--runs", str(args.runs), "--only", "memory_per_job"]
+        error = run_system(
+            sys.executable,
+            "echomq_bench",
+            [*extras, *(["--quick"] if args.quick else [])],
+            args.timeout,
+            collected,
+            one_round=False,
+        )
+        if error:
+            collected.skipped[f"echomq memory ({server.label})"] = error
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Benchmark echomq against its peers.")
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small sizes, one run: proves the harness works (< 2 min)",
+        help=(
+            "small sizes, one run, one server (valkey) and the systems "
+            f"{','.join(QUICK_SYSTEMS)}: proves the harness works (< 3 min)"
+        ),
     )
     parser.add_argument(
         "--systems",
-        default=",".join(ALL_SYSTEMS),
-        help=f"comma-separated subset of {','.join(ALL_SYSTEMS)}",
+        default=None,
+        help=(
+            f"comma-separated subset of {','.join(ALL_SYSTEMS)} "
+            f"(default: all; --quick: {','.join(QUICK_SYSTEMS)})"
+        ),
     )
     parser.add_argument("--jobs", type=int, default=0, help="jobs per drain (default 8000)")
     parser.add_argument("--runs", type=int, default=0, help="runs per figure (median taken)")
@@ -257,7 +288,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="worker concurrencies of drain_sweep (default 1,10,50,100; --quick: none)",
     )
-    parser.add_argument("--server", choices=("valkey", "redis", "both", "valkey9"), default="both")
+    parser.add_argument(
+        "--server",
+        choices=("valkey", "redis", "both", "valkey9"),
+        default=None,
+        help=(
+            "the server(s) every system is benchmarked on (default: both, i.e. valkey and "
+            f"redis; --quick: valkey); left at its default, echomq's memory figures are "
+            f"also taken on each other server of {', '.join(MEMORY_KINDS)}"
+        ),
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -269,6 +309,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per system")
     args = parser.parse_args(argv)
+    args.memory_kinds = () if args.server is not None or args.skip_extras else MEMORY_KINDS
+    args.server = args.server or ("valkey" if args.quick else "both")
+    args.left_out = []
+    if args.systems is None:
+        chosen = QUICK_SYSTEMS if args.quick else ALL_SYSTEMS
+        args.left_out = [s for s in ALL_SYSTEMS if s not in chosen]
+        args.systems = ",".join(chosen)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = sorted(set(args.systems) - set(ALL_SYSTEMS))
     if unknown:
@@ -283,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     collected = Collected()
     load_start = os.getloadavg()[0]
     started = time.monotonic()
+    for system in args.left_out:
+        collected.skipped[system] = "not run by --quick (name it in --systems to add it)"
     for kind in kinds:
         if harness.server_binary(kind) is None:
             collected.skipped[f"{kind} server"] = f"no {kind}-server binary found"
@@ -291,6 +340,14 @@ def main(argv: list[str] | None = None) -> int:
         with harness.BenchServer(kind) as server:
             collected.servers.append(server.label)
             bench_server(server, args, collected)
+    if "echomq" in args.systems:
+        for kind in args.memory_kinds:
+            if kind in kinds:
+                continue
+            if harness.server_binary(kind) is None:
+                collected.skipped[f"{kind} server (memory)"] = f"no {kind}-server binary found"
+                continue
+            memory_only(kind, args, collected)
     elapsed = time.monotonic() - started
     argv_text = " ".join(sys.argv[1:] if argv is None else argv)
     report.write(
