@@ -54,7 +54,9 @@ class Target:
     measure: Callable[[Table, Sequence[str]], float | None]
     goal: float
     at_most: bool  # True: measured ≤ goal passes; False: measured ≥ goal passes
-    source: str  # the metric(s) of this run the figure is computed from
+    #: the metric(s) of this run the figure is computed from: a bare metric name is
+    #: echomq's own (tests/test_benchmarks_quick.py checks the quick run prints it)
+    source: str
 
 
 def _get(table: Table, system: str, metric: str) -> float | None:
@@ -241,11 +243,12 @@ TARGETS = (
         "idle_latency_unix_p99",
     ),
     Target(
-        "add → handler start p50 ≤ 2 ms under load (a steady 50 % of the worker's maximum)",
+        "add → handler start p50 ≤ 2 ms under load (a steady 50 % of the worker's maximum; "
+        "the load reached: load_latency_fraction)",
         _own("load_latency_p50"),
         2.0,
         True,
-        "load_latency_p50 (load_latency_rate, _fraction: the load reached)",
+        "load_latency_p50",
     ),
     Target(
         "add → handler start p99 ≤ 10 ms under load (the same)",

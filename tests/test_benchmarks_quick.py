@@ -7,6 +7,7 @@ every required echomq metric is printed once, as a JSON line with a number.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
 REQUIRED = (
     "add_concurrent",
     "add_single",
@@ -29,7 +31,15 @@ REQUIRED = (
     "idle_latency_p99",
     "memory_bytes_per_waiting_job",
     "mint_vs_composite_add_cpu_ratio",
+    "claim_cost_ratio_lanes_capped",
+    "load_latency_p50",
+    "load_latency_p99",
+    "load_latency_fraction",
+    "wait_latency_p50",
+    "memory_overhead_bytes_per_waiting_job_default_mint_1024b",
 )
+#: echomq-only targets the quick run leaves out (it skips the unix socket)
+NOT_IN_QUICK = {"idle_latency_unix_p50", "idle_latency_unix_p99"}
 KEYS = {"system", "metric", "value", "unit", "runs", "server"}
 
 
@@ -65,6 +75,12 @@ def test_quick_run_prints_every_echomq_metric(tmp_path: Path) -> None:
     assert by_metric["priority_inversions"]["value"] == 0  # order, not speed
     text = out.read_text(encoding="utf-8")
     assert "## Machine" in text and "### Targets" in text
+    targets = text.split("### Targets", 1)[1].split("###", 1)[0]
+    rows = [row.strip("| ").split(" | ") for row in targets.splitlines() if row.startswith("| ")]
+    # every target read from one echomq metric ("from" column) has a figure
+    own = [r for r in rows[2:] if re.fullmatch(r"[a-z0-9_]+", r[4]) and r[4] not in NOT_IN_QUICK]
+    assert len(own) >= 20, rows
+    assert all(r[2] != "—" for r in own), [r for r in own if r[2] == "—"]
     assert (tmp_path / "results.jsonl").read_text(encoding="utf-8").count("\n") == len(lines)
 
 
