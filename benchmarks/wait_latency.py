@@ -13,7 +13,8 @@ one subscription wakes it, and it reads the job in one more call.
     python benchmarks/wait_latency.py --url redis://host:6379/0
 
 Prints JSON lines (``wait_latency_p50``, ``wait_latency_p99`` in ms, and
-``complete_call_p50`` for scale) like run.py's.
+``complete_call_p50`` for scale) like run.py's, which takes the first two
+through :func:`measure` (echomq_bench.py extras).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def percentile(values: list[float], p: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=300)
-    parser.add_argument("--server", default="valkey", choices=("valkey", "redis"))
+    parser.add_argument("--server", default="valkey", choices=("valkey", "redis", "valkey9"))
     parser.add_argument("--url", help="use this server instead of a private one")
     args = parser.parse_args()
     server = None if args.url else harness.BenchServer(args.server).start()
