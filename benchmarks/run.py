@@ -301,14 +301,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out",
         type=Path,
-        default=HERE / "RESULTS.md",
-        help="where RESULTS.md goes (results.jsonl is written beside it)",
+        default=None,
+        help=(
+            "where RESULTS.md goes (results.jsonl is written beside it); default "
+            "benchmarks/RESULTS.md, with --quick benchmarks/quick/RESULTS.md (not in git: "
+            "a quick run never replaces the published figures)"
+        ),
     )
     parser.add_argument(
         "--skip-extras", action="store_true", help="leave out the echomq-only measurements"
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per system")
     args = parser.parse_args(argv)
+    args.out = args.out or (HERE / "quick" / "RESULTS.md" if args.quick else HERE / "RESULTS.md")
     args.memory_kinds = () if args.server is not None or args.skip_extras else MEMORY_KINDS
     args.server = args.server or ("valkey" if args.quick else "both")
     args.left_out = []
