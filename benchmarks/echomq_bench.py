@@ -499,8 +499,11 @@ class Extras:
         ]
         process = subprocess.Popen(cmd, cwd=Path(__file__).parent, stdin=subprocess.DEVNULL)
         try:
-            await q.add("noop", {"i": -1, "p": 0})  # warm-up job: the worker is up once it ran
-            await asyncio.sleep(1.0)
+            # warm-up job: the worker is up once it ran (a fixed sleep was too short on a
+            # busy machine: jobs then waited for the worker's start-up, not for the doorbell)
+            warm = await q.add("noop", {"i": -1, "p": 0})
+            await q.wait(warm, timeout=load_latency.START_TIMEOUT)
+            await asyncio.sleep(0.05)  # back to blocking on the doorbell
             for seq in range(n):
                 await q.add("noop", {"i": seq, "p": 0, "t": time.monotonic()})
                 await asyncio.sleep(0.02)  # the worker goes idle (blocks) between jobs
