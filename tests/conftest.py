@@ -178,7 +178,7 @@ class FrozenServer:
 
 #: the servers a frozen clock runs under. Not Debian's redis-server: under the
 #: libfaketime wheel's library it recurses into clock_gettime at start and exits.
-FROZEN_KINDS = ("valkey", "valkey9")
+FROZEN_KINDS = ("valkey",)
 
 
 @pytest.fixture(scope="session", params=FROZEN_KINDS)
