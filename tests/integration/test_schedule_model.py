@@ -30,15 +30,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import event, example, given
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import FrozenServer
-from echomq import LaneFull, SyncQueue, connection
+from echomq import LaneFull, LeaseLost, SyncQueue, connection
 from echomq.job import Job, State
 from echomq.options import Ordering
 from echomq.steps import Next
 from integration.test_order_model import (
+    CI,
     ORDERINGS,
     PROFILE,
     Add,
@@ -59,6 +60,9 @@ from integration.test_order_model import (
 from model import UNSET, Group, OrderModel
 from schedule_model import ScheduleModel, Timing
 
+#: fewer examples than the order model's tests (each runs longer: many steps, a
+#: schedules() read after each); a fixed seed in CI as theirs
+SCHEDULE_PROFILE = settings(PROFILE, max_examples=200 if CI else 40)
 DAY = 86_400.0
 LEASE = 6 * DAY  # longer than any example's clock moves
 SHORT_LEASE = 90.0  # runs out at a later advance: a stall
@@ -112,6 +116,13 @@ class Maintain:
 
 
 @dataclass(frozen=True)
+class Tick:
+    """The clock moves ``ms``, then a maintenance call (a worker waking for a fire)."""
+
+    ms: int
+
+
+@dataclass(frozen=True)
 class Race:
     """Two firers: both maintenance calls read the due schedules, then
     ``between`` happens, then both fire (the first, then the stale one)."""
@@ -119,7 +130,9 @@ class Race:
     between: Op | None
 
 
-ScheduleOp = Schedule | Unschedule | PauseSchedule | ResumeSchedule | Advance | Maintain | Race
+ScheduleOp = (
+    Schedule | Unschedule | PauseSchedule | ResumeSchedule | Advance | Maintain | Tick | Race
+)
 
 schedule_ids = st.sampled_from(SCHEDULE_IDS)
 groups = st.sampled_from(GROUPS)
@@ -138,6 +151,7 @@ schedules_ = st.builds(
 advances = st.builds(
     Advance, st.sampled_from([1_000, 30_000, 45_000, 60_000, 60_000, 61_000, 150_000, 3_600_000])
 )
+ticks = st.builds(Tick, st.sampled_from([30_000, 60_000, 90_000, 120_000, 300_000]))
 adds = st.builds(Add, st.integers(0, 2), groups, st.sampled_from([None, None, 30.0, 90.0]))
 claims = st.builds(Claim, st.integers(1, 4))
 stalls = st.builds(Stall, st.integers(1, 2))
@@ -174,6 +188,7 @@ class ScheduleLockstep:
         return self.clock.now_ms
 
     def run(self, program: Sequence[Op | ScheduleOp]) -> None:
+        self.check_schedules()
         for op in program:
             self.apply(op)
             self.check_schedules()
@@ -200,6 +215,9 @@ class ScheduleLockstep:
             case Advance(step):
                 self.clock.advance(step)
             case Maintain():
+                self.maintain()
+            case Tick(step):
+                self.clock.advance(step)
                 self.maintain()
             case Race(between):
                 self.race(between)
@@ -262,6 +280,8 @@ class ScheduleLockstep:
         want = self.order.claim(n, now=self.now, deadline=deadline)
         got = [job.id for job in jobs]
         assert got == want, f"claim({n}) at {self.now}: {got}, the model {want}"
+        if set(got) & set(self.fired):
+            event("claimed a fired job")
         for job in jobs:
             assert ms(job.lease_deadline) == deadline
         self.held.update((job.id, job) for job in jobs)
@@ -277,6 +297,13 @@ class ScheduleLockstep:
         if not self.held:
             return
         job = self.held.pop(list(self.held)[op.pick % len(self.held)])
+        if self.order.active[job.id] <= self.now:
+            # its lease ran out (not yet reaped): the outcome is refused, the job
+            # comes back at the next claim or maintenance
+            event("an outcome after the lease deadline")
+            with pytest.raises(LeaseLost):
+                self.queue.complete(job, result=None)
+            return
         match op:
             case Complete():
                 self.queue.complete(job, result=None)
@@ -355,6 +382,10 @@ class ScheduleLockstep:
             assert (job.schedule_id, ms(job.fire_time), job.state) == (*key, State.WAITING)
             s = self.model.schedules[plan.schedule_id]
             assert (job.priority, job.group) == (s.tier, s.group)
+            if s.timing.next_after(plan.fire, s.anchor) <= self.now:
+                event("one catch-up job for missed fires")
+            else:
+                event("a job fired on time")
 
     # -- reading ---------------------------------------------------------------------
     def check_schedules(self) -> None:
@@ -419,8 +450,11 @@ RACE = [Schedule("s1", 60, None, 0, None, False, True), Schedule("s2", 90, None,
 LANE_FULL = [SetMaxWaiting("b", 1), Schedule("s1", 60, None, 0, "b", False, True),
              Schedule("s2", 90, None, 0, "b", False, True), Advance(3_600_000), Maintain()]  # fmt: skip
 
+# a stalled job's outcome after its deadline, before anything reaped it, is refused
+LATE_OUTCOME = [Add(0, None), Stall(1), Advance(150_000), Complete(0), Claim(1)]
 
-@PROFILE
+
+@SCHEDULE_PROFILE
 @given(
     program=st.lists(
         st.one_of(
@@ -433,7 +467,8 @@ LANE_FULL = [SetMaxWaiting("b", 1), Schedule("s1", 60, None, 0, "b", False, True
             advances,
             advances,
             st.just(Maintain()),
-            st.just(Maintain()),
+            ticks,
+            ticks,
             races,
             adds,
             claims,
@@ -448,15 +483,21 @@ LANE_FULL = [SetMaxWaiting("b", 1), Schedule("s1", 60, None, 0, "b", False, True
         ),
         min_size=8,
         max_size=30,
-    )
+    ),
+    # most examples give some lanes a max_waiting first, so full lanes are common
+    limits=st.lists(max_waitings, max_size=2),
 )
-@example(program=CATCH_UP)
-@example(program=LATE)
-@example(program=RUNNING)
-@example(program=RACE)
-@example(program=LANE_FULL)
+@example(program=CATCH_UP, limits=[])
+@example(program=LATE, limits=[])
+@example(program=RUNNING, limits=[])
+@example(program=RACE, limits=[])
+@example(program=LANE_FULL, limits=[])
+@example(program=LATE_OUTCOME, limits=[])
 def test_schedules_follow_the_model(
-    frozen_server: FrozenServer, queue_name: str, program: list[Op | ScheduleOp]
+    frozen_server: FrozenServer,
+    queue_name: str,
+    program: list[Op | ScheduleOp],
+    limits: list[SetMaxWaiting],
 ) -> None:
     """Each fire time makes at most one job, carrying the schedule id and the
     fire time; missed fires collapse into one catch-up job (or a "missed" skip
@@ -465,4 +506,4 @@ def test_schedules_follow_the_model(
     others all match the model, and so does schedules()."""
     for ordering in ORDERINGS:
         with frozen_queues(frozen_server, queue_name, ordering) as (queue, rival):
-            ScheduleLockstep(queue, rival, frozen_server).run(program)
+            ScheduleLockstep(queue, rival, frozen_server).run([*limits, *program])
