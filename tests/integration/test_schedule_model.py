@@ -37,6 +37,7 @@ from conftest import FrozenServer
 from echomq import LaneFull, LeaseLost, SyncQueue, connection
 from echomq.job import Job, State
 from echomq.options import Ordering
+from echomq.reports import MaintenanceReport
 from echomq.steps import Next
 from integration.test_order_model import (
     CI,
@@ -127,7 +128,7 @@ class Race:
     """Two firers: both maintenance calls read the due schedules, then
     ``between`` happens, then both fire (the first, then the stale one)."""
 
-    between: Op | None
+    between: Op | ScheduleOp | None
 
 
 ScheduleOp = (
@@ -204,14 +205,8 @@ class ScheduleLockstep:
         match op:
             case None:
                 pass
-            case Schedule():
-                self.schedule(op)
-            case Unschedule(sid):
-                assert self.queue.unschedule(sid) == self.model.unschedule(sid)
-            case PauseSchedule(sid):
-                assert self.queue.pause_schedule(sid) == self.model.pause(sid)
-            case ResumeSchedule(sid):
-                assert self.queue.resume_schedule(sid) == self.model.resume(sid, self.now)
+            case Schedule() | Unschedule() | PauseSchedule() | ResumeSchedule():
+                self.definition(op)
             case Advance(step):
                 self.clock.advance(step)
             case Maintain():
@@ -221,6 +216,22 @@ class ScheduleLockstep:
                 self.maintain()
             case Race(between):
                 self.race(between)
+            case _:
+                self.job_op(op)
+
+    def definition(self, op: Schedule | Unschedule | PauseSchedule | ResumeSchedule) -> None:
+        match op:
+            case Schedule():
+                self.schedule(op)
+            case Unschedule(sid):
+                assert self.queue.unschedule(sid) == self.model.unschedule(sid)
+            case PauseSchedule(sid):
+                assert self.queue.pause_schedule(sid) == self.model.pause(sid)
+            case ResumeSchedule(sid):
+                assert self.queue.resume_schedule(sid) == self.model.resume(sid, self.now)
+
+    def job_op(self, op: Op) -> None:
+        match op:
             case Add(tier, group, delay):
                 self.add(tier, group, delay)
             case Claim(n):
@@ -335,7 +346,7 @@ class ScheduleLockstep:
         assert (report.fired, report.skipped) == (fired, skipped), f"maintain: {report}"
         self.check_fired(outcomes)
 
-    def race(self, between: Op | None) -> None:
+    def race(self, between: Op | ScheduleOp | None) -> None:
         """Both firers read at once; ``between`` happens; both fire, first then stale."""
         first = self.queue.sender.send(self.queue.engine.maintain())
         stale = self.rival.sender.send(self.rival.engine.maintain())
@@ -350,6 +361,7 @@ class ScheduleLockstep:
             if not isinstance(step, Next):
                 continue
             report = queue.sender.send(step.call)
+            assert isinstance(report, MaintenanceReport)
             outcomes = self.model.fire(plans, self.scheduled())
             fired = sum(1 for o in outcomes if o.job_id)
             assert report.fired == fired, f"race ({between}): fired {report.fired}, model {fired}"
@@ -448,7 +460,8 @@ RACE = [Schedule("s1", 60, None, 0, None, False, True), Schedule("s2", 90, None,
         True), Advance(3_600_000), Race(None), Advance(60_000), Race(PauseSchedule("s1")),
         ResumeSchedule("s1"), Advance(90_000), Race(Maintain())]  # fmt: skip
 LANE_FULL = [SetMaxWaiting("b", 1), Schedule("s1", 60, None, 0, "b", False, True),
-             Schedule("s2", 90, None, 0, "b", False, True), Advance(3_600_000), Maintain()]  # fmt: skip
+             Schedule("s2", 90, None, 0, "b", False, True), Advance(3_600_000),
+             Maintain()]  # fmt: skip
 
 # a stalled job's outcome after its deadline, before anything reaped it, is refused
 LATE_OUTCOME = [Add(0, None), Stall(1), Advance(150_000), Complete(0), Claim(1)]
