@@ -99,6 +99,8 @@ class FireOutcome:
 class ScheduleModel:
     order: OrderModel
     schedules: dict[str, ModelSchedule] = field(default_factory=dict)
+    promoted: int = 0  # by the last read_due (as MaintenanceReport.promoted)
+    reaped: int = 0
 
     # -- definitions -------------------------------------------------------------
     def schedule(
@@ -157,7 +159,10 @@ class ScheduleModel:
     def read_due(self, now: int) -> list[Planned]:
         """A maintenance call's read at ``now``: promote and reap (as a claim),
         then plan the due schedules by fire time, then id."""
-        self.order.claim(0, now=now)
+        o = self.order
+        self.promoted = sum(1 for fire in o.delayed.values() if fire <= now)
+        self.reaped = sum(1 for deadline in o.active.values() if deadline <= now)
+        o.claim(0, now=now)
         due = sorted(
             (s.next_fire, sid)
             for sid, s in self.schedules.items()

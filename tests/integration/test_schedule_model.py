@@ -340,6 +340,9 @@ class ScheduleLockstep:
         report = self.queue.maintain()
         assert ms(report.server_time) == self.now
         outcomes = self.model.maintain(self.now, self.scheduled())
+        assert (report.promoted, report.reaped) == (self.model.promoted, self.model.reaped)
+        if report.reaped:
+            event("maintenance returned an expired lease")
         self.forget_reaped()
         fired = sum(1 for o in outcomes if o.job_id)
         skipped = sum(1 for o in outcomes if o.skip)
