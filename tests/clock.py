@@ -4,6 +4,10 @@ Why: leases, delays and retention ages are measured by the server's clock
 (DESIGN §4), so a test that wants "after the lease ran out" polls the
 server's ``TIME`` until it has passed the lease deadline the server itself
 handed out. No margin to guess, and a loaded machine only makes it slower.
+
+``FrozenClock`` is the other way: a private server whose wall clock the test
+sets and moves itself (libfaketime), for reference models that must predict
+exactly what happens at which time (tests/schedule_model.py).
 """
 
 from __future__ import annotations
