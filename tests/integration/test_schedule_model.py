@@ -63,7 +63,7 @@ from schedule_model import ScheduleModel, Timing
 
 #: fewer examples than the order model's tests (each runs longer: many steps, a
 #: schedules() read after each); a fixed seed in CI as theirs
-SCHEDULE_PROFILE = settings(PROFILE, max_examples=200 if CI else 40)
+SCHEDULE_PROFILE = settings(PROFILE, max_examples=120 if CI else 40)
 DAY = 86_400.0
 LEASE = 6 * DAY  # longer than any example's clock moves
 SHORT_LEASE = 90.0  # runs out at a later advance: a stall
