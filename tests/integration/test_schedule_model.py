@@ -51,6 +51,7 @@ from integration.test_order_model import (
     Release,
     Remove,
     SetMaxWaiting,
+    SetWeight,
     Stall,
     completes,
     drop_queue,
@@ -156,7 +157,7 @@ ticks = st.builds(Tick, st.sampled_from([30_000, 60_000, 90_000, 120_000, 300_00
 adds = st.builds(Add, st.integers(0, 2), groups, st.sampled_from([None, None, 30.0, 90.0]))
 claims = st.builds(Claim, st.integers(1, 4))
 stalls = st.builds(Stall, st.integers(1, 2))
-fails = st.builds(Fail, st.integers(0, 7), st.sampled_from([None, 0.0]))
+fails = st.builds(Fail, st.integers(0, 7), st.sampled_from([None, 0.0, 30.0, 90.0]))
 max_waitings = st.builds(SetMaxWaiting, groups, st.sampled_from([None, 0, 1, 2]))
 between = st.one_of(
     st.none(),
@@ -245,6 +246,9 @@ class ScheduleLockstep:
             case SetMaxWaiting(group, most):
                 self.queue.set_lane(group, max_waiting=most)
                 self.order.set_lane(group, max_waiting=most)
+            case SetWeight(group, weight):
+                self.queue.set_weight(group, weight)
+                self.order.set_weight(group, weight)
             case _:
                 raise AssertionError(f"not a schedule-model operation: {op}")
 
@@ -286,6 +290,10 @@ class ScheduleLockstep:
         self.ids.append(job_id)
 
     def claim(self, n: int, lease: float) -> list[str]:
+        if any(fire <= self.now for fire in self.order.delayed.values()):
+            event("a claim promoted due jobs")
+        if any(deadline <= self.now for deadline in self.order.active.values()):
+            event("a claim returned expired leases")
         jobs = self.queue.claim(n, lease=lease)
         deadline = self.now + round(lease * 1000)
         want = self.order.claim(n, now=self.now, deadline=deadline)
@@ -324,7 +332,8 @@ class ScheduleLockstep:
                 self.order.release(job.id)
             case Fail(_, delay):
                 state = self.queue.fail(job, "boom", retry=delay is not None, retry_delay=delay)
-                want = self.order.fail(job.id, None if delay is None else self.now)
+                fire = None if delay is None else self.now + round(delay * 1000)
+                want = self.order.fail(job.id, fire)
                 assert state == want, f"fail of {job.id}: {state}, the model {want}"
 
     def remove(self, pick: int) -> None:
@@ -523,3 +532,53 @@ def test_schedules_follow_the_model(
     for ordering in ORDERINGS:
         with frozen_queues(frozen_server, queue_name, ordering) as (queue, rival):
             ScheduleLockstep(queue, rival, frozen_server).run([*limits, *program])
+
+
+# -- the same clock without schedules: delays, retries and leases to the millisecond -----
+# two jobs due at one fire time are promoted in id order (composite: both
+# behind the job added meanwhile); two leases that run out together come back
+# in id order; a retry comes due with a fresh arrival; a lease runs out again
+# and the job is dead (max_stalls 1)
+SAME_FIRE_TIME = [Add(0, "a", 30.0), Add(0, "b", 30.0), Add(0, "a"), Advance(30_000), Claim(3)]
+STALLS_TOGETHER = [Add(0, "b"), Add(0, "a"), Stall(2), Advance(90_000), Maintain(), Claim(2)]
+RETRY_LATER = [Add(0, "a"), Claim(1), Fail(0, 30.0), Add(0, "a"), Advance(30_000), Claim(2)]
+STALL_TWICE = [Add(0, None), Stall(1), Advance(90_000), Stall(1), Advance(90_000), Maintain()]
+
+
+@SCHEDULE_PROFILE
+@given(
+    program=st.lists(
+        st.one_of(
+            adds,
+            adds,
+            st.builds(SetWeight, groups, st.integers(1, 3)),
+            advances,
+            ticks,
+            st.just(Maintain()),
+            claims,
+            claims,
+            stalls,
+            stalls,
+            completes,
+            fails,
+            releases,
+            removes,
+        ),
+        min_size=8,
+        max_size=30,
+    )
+)
+@example(program=SAME_FIRE_TIME)
+@example(program=STALLS_TOGETHER)
+@example(program=RETRY_LATER)
+@example(program=STALL_TWICE)
+def test_delays_and_leases_follow_the_model_on_a_frozen_clock(
+    frozen_server: FrozenServer, queue_name: str, program: list[Op | ScheduleOp]
+) -> None:
+    """With the server's clock still between steps, delayed jobs and retries come
+    due and leases run out at exactly the model's times: ties of one fire time
+    or one deadline, promotions and reaps by a claim or by maintenance, an
+    outcome after the deadline refused, a second stall dead."""
+    for ordering in ORDERINGS:
+        with frozen_queues(frozen_server, queue_name, ordering) as (queue, rival):
+            ScheduleLockstep(queue, rival, frozen_server).run(program)
