@@ -113,6 +113,7 @@ class PrivateServer:
         *,
         options: Mapping[str, str] | None = None,
         binary: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         found = binary or server_binary(kind)
         if found is None:
@@ -121,6 +122,7 @@ class PrivateServer:
         self.binary = found
         self.directory = directory
         self.options = {**DEFAULT_OPTIONS, **(options or {})}
+        self.env = dict(env) if env else None  # added to this process's environment
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._paused = False
@@ -247,6 +249,7 @@ class PrivateServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
+                env=None if self.env is None else {**os.environ, **self.env},
             )
         self._wait_until_ready()
 

@@ -1,5 +1,5 @@
 """Dependencies under faults: a worker ``kill -9``-ed while it holds a job whose
-completion releases 600 dependents, then a fan-out of 1,250 dependents whose
+completion releases 600 dependents, then a fan-out of 1,200 dependents whose
 bounded release is cut by a ``kill -9`` + restart of the server (AOF with
 ``appendfsync always``), then another worker kill while the released jobs run.
 
