@@ -130,3 +130,12 @@ class Dependents:
     blocked_ids: list[str]
     readers: int
     reader_ids: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """For JSON (``echomq inspect --json``, the dashboard's job detail)."""
+        return {
+            "blocked": self.blocked,
+            "blocked_ids": self.blocked_ids,
+            "readers": self.readers,
+            "reader_ids": self.reader_ids,
+        }

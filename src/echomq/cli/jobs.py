@@ -142,18 +142,6 @@ def some_ids(total: int, shown: list[str], what: str) -> str:
     return text + (f" (and {total - len(shown)} more)" if total > len(shown) else "")
 
 
-def dependents_dict(dependents: Dependents | None) -> dict[str, Any] | None:
-    """The dependents part of ``inspect --json``."""
-    if dependents is None:
-        return None
-    return {
-        "blocked": dependents.blocked,
-        "blocked_ids": dependents.blocked_ids,
-        "readers": dependents.readers,
-        "reader_ids": dependents.reader_ids,
-    }
-
-
 def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
     from rich.table import Table
 
@@ -250,7 +238,8 @@ def inspect(job_id: str, as_json: bool, queue: str, url: str | None) -> None:
             except JobNotFound:  # removed since: its fields are shown as read
                 dependents = None
     if as_json:
-        echo_json({**job_dict(job, where), "dependents": dependents_dict(dependents)})
+        listed = None if dependents is None else dependents.to_dict()
+        echo_json({**job_dict(job, where), "dependents": listed})
     else:
         _print_job(job, where, dependents)
 
