@@ -20,6 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from prerequisites import missing
+from servers import PrivateServer
+
 #: how long a wait for the server's clock may take before the test fails.
 CLOCK_TIMEOUT = 10.0
 _POLL = 0.005
@@ -98,6 +101,9 @@ class FrozenClock:
     def __init__(self, directory: Path, start_ms: int) -> None:
         self.path = directory / "faketime"
         self.now_ms = 0
+        #: once set, ``set`` waits until this server reads the new time (Valkey 9.1
+        #: may answer from a wall time it read a moment before, for a while)
+        self.server: PrivateServer | None = None
         self.set(start_ms)
 
     def environment(self, library: str) -> dict[str, str]:
@@ -119,8 +125,40 @@ class FrozenClock:
         temporary.write_text(text, encoding="ascii")
         os.replace(temporary, self.path)  # a reader sees the old time or the new one
         self.now_ms = ms
+        if self.server is not None:
+            self._wait_until_read(self.server)
+
+    def set_moment(self, moment: datetime) -> None:
+        """``set`` at a timezone-aware datetime."""
+        self.set(round(moment.timestamp() * 1000))
+
+    @property
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.now_ms / 1000, UTC)
+
+    def _wait_until_read(self, server: PrivateServer) -> None:
+        deadline = time.monotonic() + CLOCK_TIMEOUT
+        with server.client() as client:
+            while (seen := server_ms(client)) // 1000 != self.now_ms // 1000:
+                assert time.monotonic() < deadline, f"the server reads {seen}, not {self.now_ms}"
+                time.sleep(_POLL)
 
     def advance(self, ms: int) -> int:
         """Move the server's clock ``ms`` forward; returns the new time."""
         self.set(self.now_ms + ms)
         return self.now_ms
+
+
+def frozen_server(kind: str, directory: Path, start: datetime) -> tuple[PrivateServer, FrozenClock]:
+    """A started private server of ``kind`` of its own, whose clock reads ``start``
+    until the test sets it (the caller stops it)."""
+    library = libfaketime_path()
+    if library is None:
+        missing("libfaketime (the libfaketime wheel's library)", "pip install -e '.[dev]'")
+    directory.mkdir(parents=True, exist_ok=True)
+    clock = FrozenClock(directory, round(start.timestamp() * 1000))
+    server = PrivateServer(kind, directory / "server", env=clock.environment(library))
+    server.start()
+    clock.server = server
+    clock.set(clock.now_ms)
+    return server, clock

@@ -122,7 +122,7 @@ class PrivateServer:
         self.binary = found
         self.directory = directory
         self.options = {**DEFAULT_OPTIONS, **(options or {})}
-        self.env = dict(env or {})  # added to the process environment (e.g. a faked clock)
+        self.env = dict(env) if env else None  # added to this process's environment
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._paused = False
@@ -249,7 +249,7 @@ class PrivateServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                env={**os.environ, **self.env} if self.env else None,
+                env=None if self.env is None else {**os.environ, **self.env},
             )
         self._wait_until_ready()
 

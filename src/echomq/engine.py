@@ -68,7 +68,7 @@ from echomq.options import (
     expires_ms,
     run_at_ms,
 )
-from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.reports import Dependents, LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.schedules import (
     FIRE_BUDGET,
     MAX_SCHEDULES,
@@ -146,6 +146,9 @@ class NewJob:
 SCRIPT_CODES = {exc: code for code, exc in SCRIPT_ERRORS.items()}
 #: the most jobs one job may depend on.
 MAX_DEPENDENCIES = 1000
+#: ids of its dependents ``dependents()`` returns by default, and at most.
+DEPENDENTS_SHOWN = 20
+MAX_DEPENDENTS_SHOWN = 1000
 
 
 def _dependencies(depends_on: object, job_id: str) -> str:
@@ -800,6 +803,26 @@ class Engine:
             }
 
         return self._script("dependencyResults", parse, job_id)
+
+    def dependents(self, job_id: str, count: int = DEPENDENTS_SHOWN) -> Call[Dependents]:
+        """The jobs that depend on ``job_id``: how many are blocked on it and how
+        many it released may still read its result, with up to ``count`` ids of
+        each (any of them, sorted). JobNotFound for an unknown id."""
+        ids.parse_id(job_id)
+        check_int("count", count, 0, MAX_DEPENDENTS_SHOWN)
+
+        def parse(reply: Any) -> Dependents:
+            if reply == SCRIPT_CODES[JobNotFound]:
+                raise JobNotFound(f"no job {job_id!r} in queue {self.queue!r}")
+            _, blocked, blocked_ids, readers, reader_ids = reply
+            return Dependents(
+                int(blocked),
+                sorted(map(str, blocked_ids)),
+                int(readers),
+                sorted(map(str, reader_ids)),
+            )
+
+        return self._script("dependents", parse, job_id, str(count))
 
     # -- settings on the server ----------------------------------------------
     def configure(self, **changes: Unpack[settings.Settings]) -> Call[dict[str, Any]]:

@@ -92,6 +92,7 @@ class Queue(QueueShell[AsyncSender]):
     ring_stop_bell = sends_async(Engine.ring_stop_bell)
     cancel = sends_async(Engine.cancel)
     dependency_results = sends_async(Engine.dependency_results)
+    dependents = sends_async(Engine.dependents)
     read_events = sends_async(Engine.read_events)
 
     def events(self, after: str | None = None) -> AsyncIterator[Event]:

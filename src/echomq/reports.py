@@ -113,3 +113,29 @@ class MaintenanceReport:
     #: still to be handled (more than one pass's budget: run again at once)
     released: int = 0
     releasing: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Dependents:
+    """The jobs that depend on one job (``Queue.dependents``).
+
+    ``blocked``: how many blocked jobs still wait for it to complete, and up
+    to the asked number of their ids (``blocked_ids``, sorted); ``readers``:
+    how many jobs it released (or that were added after it completed) may
+    still read its result, which retention keeps for them, and some of their
+    ids (``reader_ids``). Jobs that finished are in neither.
+    """
+
+    blocked: int
+    blocked_ids: list[str]
+    readers: int
+    reader_ids: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """For JSON (``echomq inspect --json``, the dashboard's job detail)."""
+        return {
+            "blocked": self.blocked,
+            "blocked_ids": self.blocked_ids,
+            "readers": self.readers,
+            "reader_ids": self.reader_ids,
+        }

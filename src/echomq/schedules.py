@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -49,6 +50,8 @@ FIRE_BUDGET = 100
 MISSED_AFTER = 60.0
 #: how a fire that made no job is reported: skipped because ...
 SKIP_MISSED, SKIP_RUNNING = "missed", "running"
+#: the most fire times of one cron expression in one hour (one per minute).
+_MOST_PER_HOUR = 60
 #: the job states in which a previous fire still counts as running.
 RUNNING_STATES = frozenset({State.WAITING, State.DELAYED, State.ACTIVE, State.FAILED})
 
@@ -126,9 +129,16 @@ class Timing:
             )
         assert self.cron is not None
         start = datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone(_zone(self.tz))
-        fire = next(CronSim(self.cron, start))
-        # cronsim drops the start's sub-second part and returns the first match after it
-        return int(fire.timestamp()) * 1000
+        # cronsim drops the start's sub-second part and returns the first match after
+        # it in wall-clock time. From the second pass of an hour repeated by a
+        # fall-back, it first returns that hour's matches of the first pass (each
+        # fixed time of the hour runs once, at its first occurrence): those are in
+        # the past, so skip them (at most one per minute of the hour).
+        for fire in islice(CronSim(self.cron, start), _MOST_PER_HOUR + 1):
+            fire_ms = int(fire.timestamp()) * 1000
+            if fire_ms > ms:
+                return fire_ms
+        raise ValueError(f"cron {self.cron!r}: no fire time after {ms} ms")
 
     def describe(self) -> str:
         if self.cron is not None:

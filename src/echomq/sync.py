@@ -70,6 +70,7 @@ class SyncQueue(QueueShell[SyncSender]):
     exists = sends(Engine.exists)
     cancel = sends(Engine.cancel)
     dependency_results = sends(Engine.dependency_results)
+    dependents = sends(Engine.dependents)
     read_events = sends(Engine.read_events)
 
     def events(self, after: str | None = None) -> Iterator[Event]:

@@ -78,6 +78,25 @@ def test_inspect_shows_dependencies_and_the_schedule(cli: RunCli, sq: SyncQueue)
     data = json.loads(cli("inspect", child, "--json").stdout)
     assert data["state"] == "blocked" and data["dependencies"] == [parent]
     assert f"depends on  {parent}" in cli("inspect", child).stdout
+    assert data["dependents"] == {"blocked": 0, "blocked_ids": [], "readers": 0, "reader_ids": []}
+
+
+def test_inspect_shows_dependents(cli: RunCli, sq: SyncQueue) -> None:
+    parent = sq.add("parent")
+    children = sorted(sq.add_many([{"name": "child", "depends_on": [parent]}] * 25))
+    data = json.loads(cli("inspect", parent, "--json").stdout)
+    shown = data["dependents"]["blocked_ids"]
+    assert data["dependents"]["blocked"] == 25 and len(shown) == 20
+    assert set(shown) <= set(children) and shown == sorted(shown)
+    text = cli("inspect", parent).stdout
+    assert "dependents  25 blocked: " in text and "(and 5 more)" in text
+    # completed: they were released; they may still read its result until they finish
+    [job] = sq.claim(1)
+    sq.complete(job, "r")
+    data = json.loads(cli("inspect", parent, "--json").stdout)["dependents"]
+    assert (data["blocked"], data["readers"]) == (0, 25)
+    text = cli("inspect", parent).stdout
+    assert "read by" in text and "25 dependents: " in text and "blocked" not in text
 
 
 def test_user_errors_are_one_line_with_exit_1(cli: RunCli) -> None:

@@ -14,6 +14,7 @@ from echomq import (
     InvalidDependency,
     InvalidOption,
     Job,
+    JobNotFound,
     LaneFull,
     Queue,
     State,
@@ -127,7 +128,7 @@ def test_fan_out_of_10000_released_in_bounded_steps(sq: SyncQueue) -> None:
         report = sq.maintain()
         assert 0 < report.released <= 500
         steps.append(report.released)
-        assert len(steps) <= 19
+        assert len(steps) <= 19, steps
     assert sum(steps) == 9_499 and report.releasing == 0
     assert sq.stats().counts["waiting"] == 10_000
     assert {state(sq, c) for c in children[:50]} == {State.WAITING}
@@ -358,3 +359,24 @@ def test_removing_or_cancelling_a_blocked_job_uncounts_it(
     assert redis_client.hget(sq.engine.keys.lanectl, "d:m") is None
     sq.add("w", group="m")
     sq.add("w", group="m")
+
+
+def test_dependents_lists_blocked_jobs_then_readers(sq: SyncQueue) -> None:
+    a, b = sq.add("a"), sq.add("b")
+    c = sq.add("c", depends_on=[a, b])
+    d = sq.add("d", depends_on=[a])
+    deps = sq.dependents(a)
+    assert (deps.blocked, deps.blocked_ids, deps.readers) == (2, sorted([c, d]), 0)
+    assert sq.dependents(a, count=1).blocked_ids in ([c], [d])
+    assert sq.dependents(a, count=0).blocked_ids == []
+    [ja] = sq.claim(1)
+    sq.complete(ja)
+    # released d (its last dependency), c still waits for b: both may read a's result
+    deps = sq.dependents(a)
+    assert (deps.blocked, deps.readers, deps.reader_ids) == (0, 2, sorted([c, d]))
+    assert sq.dependents(b).blocked_ids == [c]
+    assert sq.dependents(c) == sq.dependents(d) == sq.dependents(c, count=5)
+    with pytest.raises(JobNotFound):
+        sq.dependents(ids.new_id())
+    with pytest.raises(InvalidOption):
+        sq.dependents(a, count=1001)

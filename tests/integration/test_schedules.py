@@ -134,7 +134,9 @@ def test_the_schedule_limit_writes_nothing(sq: SyncQueue, redis_client: redis.Re
 def test_a_fire_adds_one_job_with_the_schedule_fields(
     sq: SyncQueue, redis_client: redis.Redis
 ) -> None:
-    nxt = sq.schedule("tick", every=0.3, name="tick", data=[1, 2], priority=1, group="g1")
+    nxt = sq.schedule(
+        "tick", every=0.3, name="tick", data=[1, 2], priority=1, group="g1", max_attempts=3
+    )
     assert nxt is not None
     assert sq.maintain().fired == 0  # not due yet
     wait_past(redis_client, nxt)
@@ -143,6 +145,7 @@ def test_a_fire_adds_one_job_with_the_schedule_fields(
     assert report.next_schedule > report.server_time
     [job] = fired_jobs(sq, "tick", "g1")
     assert (job.name, job.data, job.priority, job.group) == ("tick", [1, 2], 1, "g1")
+    assert job.max_attempts == 3
     assert job.fire_time == nxt and job.state is State.WAITING
     s = info(sq, "tick")
     assert s.last_fire == nxt and s.last_job_id == job.id and s.last_outcome == "waiting"

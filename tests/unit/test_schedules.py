@@ -48,6 +48,18 @@ def test_fall_back_a_fixed_time_in_the_repeated_hour_runs_once() -> None:
     ]
 
 
+def test_from_the_second_pass_of_the_repeated_hour_the_next_fire_is_ahead() -> None:
+    # 01:10 UTC on 2026-10-25 is 02:10 CET, the second pass: cronsim names 02:30 CEST
+    # (00:30 UTC, past) first; the next fire is the next day's 02:30 CET
+    daily = Timing.checked("30 2 * * *", None, BERLIN)
+    assert fires(daily, "2026-10-25T01:10:00+00:00", 2) == ["10-26T01:30", "10-27T01:30"]
+    # several fixed minutes of the hour: every past one skipped; wildcards are unaffected
+    twice = Timing.checked("15,45 2 * * *", None, BERLIN)
+    assert fires(twice, "2026-10-25T01:10:00+00:00", 2) == ["10-26T01:15", "10-26T01:45"]
+    minutely = Timing.checked("* 2 * * *", None, BERLIN)
+    assert fires(minutely, "2026-10-25T01:00:00+00:00", 2) == ["10-25T01:01", "10-25T01:02"]
+
+
 def test_wildcard_hours_follow_real_time_across_both_transitions() -> None:
     half_hourly = Timing.checked("*/30 * * * *", None, BERLIN)
     # fall back: 02:00 and 02:30 happen twice (CEST then CET), both fire

@@ -328,3 +328,19 @@ def test_page_security_headers_and_host_check(
 def test_the_server_url_is_shown_without_its_password() -> None:
     assert redact("redis://user:s3cret@db:6379/0") == "redis://user:***@db:6379/0"
     assert redact("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_blocked_jobs_are_listed_with_their_dependencies_and_dependents(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    parent = sq.add("parent")
+    child = sq.add("child", depends_on=[parent])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    assert d.http.get(f"/api/queues/{sq.name}").json()["counts"]["blocked"] == 1
+    page = d.http.get(f"/api/queues/{sq.name}/jobs", params={"state": "blocked"}).json()
+    assert [(j["id"], j["state"]) for j in page["jobs"]] == [(child, "blocked")]
+    job = d.http.get(f"/api/queues/{sq.name}/jobs/{child}").json()
+    assert job["dependencies"] == [parent] and job["dependents"]["blocked"] == 0
+    up = d.http.get(f"/api/queues/{sq.name}/jobs/{parent}").json()
+    assert up["dependencies"] is None
+    assert (up["dependents"]["blocked"], up["dependents"]["blocked_ids"]) == (1, [child])

@@ -340,6 +340,27 @@ def timed_get(d: Dashboard, path: str) -> float:
     return time.monotonic() - started
 
 
+def test_blocked_jobs_tab_and_the_inspector_show_dependencies(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    parent = sq.add("parent")
+    child = sq.add("child", depends_on=[parent])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    assert page.text_content('.card[data-state="blocked"] .value') == "1"
+    page.click('#job-tabs button[data-state="blocked"]')
+    page.wait_for_selector(f'#jobs tr[data-job-id="{child}"]')
+    page.click(f'#jobs tr[data-job-id="{child}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{child}"]')
+    fields = page.text_content("#inspector table.fields") or ""
+    assert "blocked" in fields and f"depends on{parent}" in fields
+    # the parent's inspector names it as a dependent
+    page.click('#job-tabs button[data-state="waiting"]')
+    page.click(f'#jobs tr[data-job-id="{parent}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{parent}"]')
+    assert f"dependents1 blocked: {child}" in (page.text_content("#inspector table.fields") or "")
+
+
 def test_job_lists_page_through_every_job(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

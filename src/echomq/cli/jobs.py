@@ -22,8 +22,10 @@ from echomq.cli.common import (
     when,
 )
 from echomq.cli.score import hex_split, ruler
+from echomq.errors import JobNotFound
 from echomq.ids import id_timestamp
 from echomq.job import Job, State
+from echomq.reports import Dependents
 from echomq.sync import SyncQueue
 
 if TYPE_CHECKING:
@@ -131,10 +133,16 @@ def _pretty(value: Any) -> str:
 
 
 #: the rows of the fields table that hold text from the server (lane_label escapes its own).
-ESCAPED = ("name", "idempotency key", "schedule", "depends on")
+ESCAPED = ("name", "idempotency key", "schedule", "depends on", "dependents", "read by")
 
 
-def _fields_table(job: Job, queue: str) -> Table:
+def some_ids(total: int, shown: list[str], what: str) -> str:
+    """``N what: id, id, … (and M more)`` for a count and the ids read of it."""
+    text = f"{total} {what}: {', '.join(shown)}"
+    return text + (f" (and {total - len(shown)} more)" if total > len(shown) else "")
+
+
+def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
     from rich.table import Table
 
     table = Table.grid(padding=(0, 2))
@@ -163,13 +171,17 @@ def _fields_table(job: Job, queue: str) -> Table:
         rows.append(("schedule", f"{job.schedule_id}, fire time {when(job.fire_time)}"))
     if job.dependencies:
         rows.append(("depends on", ", ".join(job.dependencies)))
+    if dependents is not None and dependents.blocked:
+        rows.append(("dependents", some_ids(dependents.blocked, dependents.blocked_ids, "blocked")))
+    if dependents is not None and dependents.readers:
+        rows.append(("read by", some_ids(dependents.readers, dependents.reader_ids, "dependents")))
     for label, value in rows:
         table.add_row(label, escape_text(value) if label in ESCAPED else value)
     return table
 
 
-def _print_job(job: Job, queue: str) -> None:
-    common.console.print(_fields_table(job, queue))
+def _print_job(job: Job, queue: str, dependents: Dependents | None) -> None:
+    common.console.print(_fields_table(job, queue, dependents))
     decoded = codec.decode(job.score)
     common.console.print()
     common.console.print(
@@ -219,11 +231,17 @@ def inspect(job_id: str, as_json: bool, queue: str, url: str | None) -> None:
         found = find_job(q, job_id)
         if found is None:
             fail(not_found(q, job_id))
-    job, where = found
+        job, where = found
+        with SyncQueue(where, client=q.client()) as holder:
+            try:
+                dependents: Dependents | None = holder.dependents(job_id)
+            except JobNotFound:  # removed since: its fields are shown as read
+                dependents = None
     if as_json:
-        echo_json(job_dict(job, where))
+        listed = None if dependents is None else dependents.to_dict()
+        echo_json({**job_dict(job, where), "dependents": listed})
     else:
-        _print_job(job, where)
+        _print_job(job, where, dependents)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -50,6 +50,7 @@ READ_ONLY = frozenset(
         "laneList",
         "listSchedules",
         "dependencyResults",
+        "dependents",
     }
 )
 

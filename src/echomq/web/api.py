@@ -184,7 +184,11 @@ async def job_detail(request: Request) -> Response:
     job = await queue.get(job_id)
     if job is None:
         raise JobNotFound(f"no job {job_id!r} in queue {queue.name!r} (never added, or pruned)")
-    return JSONResponse(views.job_detail(job))
+    try:
+        dependents: dict[str, Any] | None = (await queue.dependents(job_id)).to_dict()
+    except JobNotFound:  # removed since: its fields are shown as read
+        dependents = None
+    return JSONResponse({**views.job_detail(job), "dependents": dependents})
 
 
 async def score(request: Request) -> Response:

@@ -66,6 +66,9 @@ def job_detail(job: Job) -> dict[str, Any]:
         "run_at": job.run_at,
         "claimed_at": job.claimed_at,
         "lease_deadline": job.lease_deadline,
+        "dependencies": job.dependencies,
+        "schedule_id": job.schedule_id,
+        "fire_time": job.fire_time,
         "score_fields": score_view(job.score),
     }
 

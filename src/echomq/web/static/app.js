@@ -460,13 +460,23 @@ function field(name, value) {
   return el("tr", {}, el("th", { text: name }), el("td", { text: value === null || value === undefined ? "–" : String(value) }));
 }
 
+// "25 blocked: id, id, … (and 5 more)", or null when there are none
+function someIds(total, shown, what) {
+  if (!total) return null;
+  const more = total > shown.length ? ` (and ${total - shown.length} more)` : "";
+  return `${total} ${what}: ${shown.join(", ")}${more}`;
+}
+
 function renderInspector(job) {
   const fields = el("table", { class: "fields" },
     field("id", job.id), field("name", job.name), field("state", job.state), field("lane", job.lane),
     field("tier (priority)", job.priority), field("attempts", `${job.attempts} of ${job.max_attempts}`),
     field("stalls", job.stalls), field("idempotency key", job.key), field("created", job.created_at),
     field("run at", job.run_at), field("claimed", job.claimed_at), field("lease until", job.lease_deadline),
-    field("finished", job.finished_at));
+    field("finished", job.finished_at), field("depends on", (job.dependencies || []).join(", ") || null),
+    field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
+    field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
+    field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
     el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
   parts.push(el("h4", { text: "data" }), el("pre", { text: JSON.stringify(job.data, null, 2) }));
