@@ -113,6 +113,7 @@ function sim.fill(r)
   if #r.front > 0 then return true end
   if r.fetched < r.real_len then
     local chunk = redis.call("LRANGE", K_RING, r.fetched, r.fetched + n)
+    if r.fetched == 0 then r.head = chunk[1] end  -- the real list's head
     r.fetched = r.fetched + #chunk
     for _, lane in ipairs(chunk) do
       r.front[#r.front + 1] = lane
@@ -254,14 +255,15 @@ local function foresee_claim(due, expired, woken)
       end
     end
   end
-  return {ring_len = ring_len, turn = turn, weights = weights, size = size, gates = gates,
-    jobs = jobs}
+  return {ring_len = ring_len, head = ring.head, turn = turn, weights = weights, size = size,
+    gates = gates, jobs = jobs}
 end
 -- promote due jobs and return expired leases, at most a budget of each
 -- (includes/time.lua), both read before the first write
 local due = read_due(now, claim_budget(n))
 local expired = read_expired(now, false, claim_budget(n))
-local renumber_step, paused = read_renumber(#due.ids)
+local renumber_step, meta = read_renumber(#due.ids)
+local paused = meta[2] == "1"
 -- parked lanes whose throttle or rate window has ended
 local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
 for _, lane in ipairs(woken) do plan_recheck(lane) end
@@ -294,7 +296,7 @@ local claimed_at = fmt(now)     -- kept in the job: the dashboard's claim latenc
 local turn = seen and seen.turn or redis.call("HMGET", K_TURN, "lane", "left")
 local turn_lane, left = turn[1], tonumber(turn[2])
 local ring_len = seen and seen.ring_len or redis.call("LLEN", K_RING)
-local head = nil                -- the ring's head, read again only after it changes
+local head = seen and seen.head  -- the ring's head, read again only after it changes
 local weight_of = seen and seen.weights or {}  -- weights read once per call
 local served = {}               -- lane -> jobs popped from it (false: it left the ring)
 local active = {}               -- deadline, id pairs for one ZADD
