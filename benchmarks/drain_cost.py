@@ -87,7 +87,10 @@ async def one_round(
     try:
         for start in range(0, n, 1000):
             await queue.add_many(
-                [{"name": "noop", "data": {"p": 0, "i": i}} for i in range(start, min(n, start + 1000))]
+                [
+                    {"name": "noop", "data": {"p": 0, "i": i}}
+                    for i in range(start, min(n, start + 1000))
+                ]
             )
         done = asyncio.Event()
         seen = 0
