@@ -31,8 +31,8 @@ def test_a_quiet_claim_reads_each_job_hash_once(sq: SyncQueue, redis_client: red
     got: list[object] = []
     delta = _delta(redis_client, lambda: got.extend(sq.claim(BATCH)), "hmget", "exists")
     assert len(got) == BATCH
-    # one HMGET per job, plus the settings, the meta hash, the turn and the lane's gate
-    assert delta["hmget"] <= BATCH + 4, delta
+    # one HMGET per job, plus the meta hash, the turn and the lane's gate
+    assert delta["hmget"] <= BATCH + 3, delta
     assert delta["exists"] == 0, delta
 
 
@@ -43,7 +43,7 @@ def test_complete_many_reads_each_job_hash_once(sq: SyncQueue, redis_client: red
     delta = _delta(
         redis_client, lambda: sq.complete_many([(j, None) for j in jobs]), "hmget", "hget"
     )
-    # the lease check's HMGET (dn included) and the settings' HMGET; no HGET per job
-    assert delta["hmget"] == BATCH + 1, delta
+    # the lease check's HMGET (dn included); no HGET per job
+    assert delta["hmget"] == BATCH, delta
     assert delta["hget"] == 0, delta
     assert all(sq.get(j.id).state == "completed" for j in jobs)  # type: ignore[union-attr]
