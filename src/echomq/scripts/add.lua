@@ -35,12 +35,15 @@
 -- @include readers
 
 local requested = ARGV[7]
-local stored = redis.call("HGET", K_META, "o")
+local jobs = cjson.decode(ARGV[8])
+-- a step of a renumbering in progress (includes/renumber.lua), read with the
+-- stored ordering
+local renumber_step, meta = read_renumber(#jobs)
+local stored = meta[1]
 if stored and stored ~= requested then return E_ORDERING end
 
 local now = now_ms()
 local created_at = fmt(now)
-local jobs = cjson.decode(ARGV[8])
 
 -- read phase: every idempotency key, job hash and lane the batch touches
 local ids = {}
@@ -101,9 +104,6 @@ for _, lane in ipairs(adding_order) do
     if held + adding[lane] > most then return {E_LANE_FULL, lane, held, adding[lane], most} end
   end
 end
-
--- a step of a renumbering in progress (includes/renumber.lua), read here too
-local renumber_step = read_renumber(#jobs)
 
 -- write phase
 apply_renumber(renumber_step)

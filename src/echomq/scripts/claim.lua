@@ -37,6 +37,10 @@
 local EXPIRED_BUDGET = 1000  -- most expired jobs one call buries on top of n
 local n, lease_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
 local now = now_ms()
+-- The job fields lease() reads below, in its order: n d p g a m sc c e tb st
+-- k at pg cl x h si sf (positions 5 and 15 are the attempt and claim counts).
+local LEASE_FIELDS = {"n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st", "k", "at", "pg",
+  "cl", "x", "h", "si", "sf"}
 
 -- Read before write: run the rotation below on what the lanes will hold
 -- once this call's promotions and returned leases are in, without writing,
@@ -97,17 +101,19 @@ end
 -- The ring as the write phase below will see it, for the simulation: the
 -- real list read lazily in chunks (with the lanes this call puts back
 -- spliced in after their pivots), then the lanes placed at the tail.
-local function sim_ring()
+local sim = {}
+function sim.ring()
   local r = {front = {}, back = {}, fetched = 0, real_len = redis.call("LLEN", K_RING),
     after = {}, len = 0}
   r.len = r.real_len
   return r
 end
 
-local function sim_fill(r)
+function sim.fill(r)
   if #r.front > 0 then return true end
   if r.fetched < r.real_len then
     local chunk = redis.call("LRANGE", K_RING, r.fetched, r.fetched + n)
+    if r.fetched == 0 then r.head = chunk[1] end  -- the real list's head
     r.fetched = r.fetched + #chunk
     for _, lane in ipairs(chunk) do
       r.front[#r.front + 1] = lane
@@ -122,18 +128,18 @@ local function sim_fill(r)
   return true
 end
 
-local function sim_head(r)
-  if not sim_fill(r) then return nil end
+function sim.head(r)
+  if not sim.fill(r) then return nil end
   return r.front[1]
 end
 
-local function sim_pop(r)
+function sim.pop(r)
   table.remove(r.front, 1)
   r.len = r.len - 1
 end
 
 -- Put a lane back after ``pivot`` (false: at the tail) before the rotation starts.
-local function sim_insert(r, lane, pivot)
+function sim.insert(r, lane, pivot)
   r.len = r.len + 1
   if pivot then
     for i, x in ipairs(r.back) do
@@ -150,10 +156,14 @@ local function sim_insert(r, lane, pivot)
   r.back[#r.back + 1] = lane
 end
 
+-- Returns what it read, for the write phase to use when nothing is written
+-- before it (a quiet call: see below): the ring's length, the turn, the
+-- lanes' weights, sizes and gates, and the job fields lease() reads, by id.
 local function foresee_claim(due, expired, woken)
   if #due.ids > 0 and not due.scores then return end
   local entries, joining = lane_entries(due, expired)
-  local ring = sim_ring()
+  local ring = sim.ring()
+  local ring_len = ring.real_len
   for _, lane in ipairs(joining) do
     if read_key("EXISTS", lane_key(lane)) == 0 and not is_parked(lane) then
       ring.back[#ring.back + 1] = lane
@@ -186,15 +196,16 @@ local function foresee_claim(due, expired, woken)
   end
   for _, lane in ipairs(freed) do
     if is_parked(lane) and gate_open(gate_of(lane), now) then
-      sim_insert(ring, lane, unpark_pivot(lane))
+      sim.insert(ring, lane, unpark_pivot(lane))
     end
   end
   local turn = redis.call("HMGET", K_TURN, "lane", "left")
   local turn_lane, left = turn[1], tonumber(turn[2])
   local taken, size, weights, cursors = {}, {}, {}, {}
+  local jobs = {}
   local remaining = n
   while remaining > 0 and ring.len > 0 do
-    local lane = sim_head(ring)
+    local lane = sim.head(ring)
     if not lane then break end
     local lk = lane_key(lane)
     if not weights[lane] then
@@ -205,7 +216,7 @@ local function foresee_claim(due, expired, woken)
     end
     local g = gate_of(lane)
     if not gate_open(g, now) then
-      sim_pop(ring)
+      sim.pop(ring)
       if turn_lane == lane then turn_lane, left = false, nil end
     else
       local weight = weights[lane]
@@ -215,17 +226,22 @@ local function foresee_claim(due, expired, woken)
       if g.gated then take = 1 end
       local ids = take_next(cursors[lane], take)
       for _, id in ipairs(ids) do
-        if read_key("EXISTS", job_key(id)) == 0 then missing_job(id) end
+        -- the fields lease() reads: the job's hash is on this node if any is set
+        local h = read_key("HMGET", job_key(id), unpack(LEASE_FIELDS))
+        local found = false
+        for i = 1, #LEASE_FIELDS do found = found or h[i] ~= false end
+        if not found then missing_job(id) end
+        jobs[id] = h
       end
       local got = #ids
       taken[lane] = taken[lane] + got
       g.taken = g.taken + got
       remaining = remaining - got
       if got < take or taken[lane] >= size[lane] then
-        sim_pop(ring)
+        sim.pop(ring)
         turn_lane, left = false, nil
       elseif g.gated and not gate_open(g, now) then
-        sim_pop(ring)             -- parked: its turn ends
+        sim.pop(ring)             -- parked: its turn ends
         turn_lane, left = false, nil
       elseif got < left then
         left = left - got
@@ -239,25 +255,33 @@ local function foresee_claim(due, expired, woken)
       end
     end
   end
+  return {ring_len = ring_len, head = ring.head, turn = turn, weights = weights, size = size,
+    gates = gates, jobs = jobs}
 end
 -- promote due jobs and return expired leases, at most a budget of each
 -- (includes/time.lua), both read before the first write
 local due = read_due(now, claim_budget(n))
 local expired = read_expired(now, false, claim_budget(n))
-local renumber_step = read_renumber(#due.ids)
+local renumber_step, meta = read_renumber(#due.ids)
+local paused = meta[2] == "1"
 -- parked lanes whose throttle or rate window has ended
 local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
 for _, lane in ipairs(woken) do plan_recheck(lane) end
-local paused = redis.call("HGET", K_META, "paused") == "1"
 -- the queue-wide limits (configure) cap this call's claims: it stops there,
 -- the ring and the turn as its claims leave them (includes/controls.lua)
 local asked = n
 local queue_bound, queue_at
 n, queue_bound, queue_at = queue_allowance(now, n, #expired.ids)
-if not paused then foresee_claim(due, expired, woken) end
+local seen = not paused and foresee_claim(due, expired, woken)
+-- A quiet call writes nothing before its rotation (nothing due, expired,
+-- woken or renumbered): the rotation then finds what the simulation read,
+-- and takes it from there instead of reading it again.
+if not (seen and #due.ids == 0 and #expired.ids == 0 and #woken == 0 and not renumber_step) then
+  seen = nil
+end
 apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
-local _, freed = reap(expired, now)
+local freed = select(2, reap(expired, now))
 flush_lanes()
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
@@ -269,12 +293,12 @@ end
 
 local deadline = fmt(now + lease_ms)
 local claimed_at = fmt(now)     -- kept in the job: the dashboard's claim latency reads it
-local turn = redis.call("HMGET", K_TURN, "lane", "left")
+local turn = seen and seen.turn or redis.call("HMGET", K_TURN, "lane", "left")
 local turn_lane, left = turn[1], tonumber(turn[2])
-local ring_len = redis.call("LLEN", K_RING)
-local head = nil                -- the ring's head, read again only after it changes
-local weight_of = {}            -- weights read once per call
-local served = {}
+local ring_len = seen and seen.ring_len or redis.call("LLEN", K_RING)
+local head = seen and seen.head  -- the ring's head, read again only after it changes
+local weight_of = seen and seen.weights or {}  -- weights read once per call
+local served = {}               -- lane -> jobs popped from it (false: it left the ring)
 local active = {}               -- deadline, id pairs for one ZADD
 local out = {deadline, claimed_at}
 
@@ -286,8 +310,7 @@ local expired = 0
 -- its expiry is dead instead; returns whether the job was leased.
 local function lease(id)
   local jk = job_key(id)
-  local h = redis.call("HMGET", jk, "n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st",
-    "k", "at", "pg", "cl", "x", "h", "si", "sf")
+  local h = seen and seen.jobs[id] or redis.call("HMGET", jk, unpack(LEASE_FIELDS))
   if h[16] and tonumber(h[16]) <= now then
     emit("expired", id, h[4])
     bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")
@@ -307,6 +330,16 @@ local function lease(id)
 end
 
 local gates = {}
+if seen then
+  -- the simulation's gates as this call found them (a quiet call: no claims
+  -- yet, no slot given back)
+  for lane, g in pairs(seen.gates) do
+    local copy = {}
+    for k, v in pairs(g) do copy[k] = v end
+    copy.taken = 0
+    gates[lane] = copy
+  end
+end
 local vt = false                -- the virtual tail, read when first needed
 local function virtual_tail()
   if vt == false then vt = redis.call("HGET", K_LANECTL, "vt") end
@@ -352,7 +385,13 @@ while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
     served[lane] = (served[lane] or 0) + got
     local reopen, reopen_at = true, nil
     if g.gated then reopen, reopen_at = gate_open(g, now) end
-    if got < take or redis.call("EXISTS", lk) == 0 then
+    local emptied = got < take
+    if not emptied then
+      -- a quiet call knows the lane's size before it: no other job entered it
+      if seen and seen.size[lane] then emptied = served[lane] >= seen.size[lane]
+      else emptied = redis.call("EXISTS", lk) == 0 end
+    end
+    if emptied then
       redis.call("LPOP", K_RING)
       left_cycle(lane, virtual_tail())
       if vt == lane then vt = nil end
@@ -403,8 +442,10 @@ elseif vt == nil then
 end
 if #active > 0 then call_chunked("ZADD", K_ACTIVE, active, 2) end
 if turn_lane then
-  redis.call("HSET", K_TURN, "lane", turn_lane, "left", left)
-else
+  if turn_lane ~= turn[1] or left ~= tonumber(turn[2]) then
+    redis.call("HSET", K_TURN, "lane", turn_lane, "left", left)
+  end
+elseif turn[1] or turn[2] then
   redis.call("DEL", K_TURN)
 end
 for lane, count in pairs(served) do

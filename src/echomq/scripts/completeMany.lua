@@ -33,13 +33,16 @@ local out = {}
 local done_ids, done_idem = {}, {}
 local first_of = {}
 local freed = {}      -- lanes whose active slots this call gives back -> how many
+-- the jobs with dependents (field dn), so a job without any reads no other key
+local parents = {}
 for i, item in ipairs(items) do
   local id, token = item[1], item[2]
   if first_of[id] then
     out[i] = first_of[id]  -- the same job twice in one call: answered as the first
   else
-    local jk, key_or_err, lane = check_lease(id, token, now)
+    local jk, key_or_err, lane, has_dependents = check_lease(id, token, now)
     if jk then
+      if has_dependents then parents[#parents + 1] = id end
       if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
       lane = lane or ""
       if not freed[lane] then
@@ -61,11 +64,6 @@ end
 if #done_ids == 0 then return out end
 local victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now, done_ids,
   READERS)
--- the jobs with dependents (field dn), so a job without any reads no other key
-local parents = {}
-for _, id in ipairs(done_ids) do
-  if redis.call("HGET", job_key(id), "dn") then parents[#parents + 1] = id end
-end
 local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
 -- write phase
 local done_pairs = {}

@@ -86,13 +86,14 @@ end
 
 -- Give back ``count`` active slots of a lane (a job left active). A claim
 -- that found the queue at its queue-wide cap (qc) is answered by ringing the
--- doorbell: a slot is free now.
+-- doorbell: a slot is free now. (qc is set only under a stored queue-wide
+-- concurrency, and configure deletes it when that changes or goes.)
 local function give_back(lane, count)
   local field = "a:" .. (lane or "")
   if redis.call("HINCRBY", K_LANECTL, field, -count) <= 0 then
     redis.call("HDEL", K_LANECTL, field)
   end
-  if redis.call("HDEL", K_LANECTL, "qc") == 1 then ring_doorbell() end
+  if OPT.concurrency and redis.call("HDEL", K_LANECTL, "qc") == 1 then ring_doorbell() end
 end
 
 -- Queue-wide limits (configure's ``concurrency`` and ``rate``: OPT.concurrency,

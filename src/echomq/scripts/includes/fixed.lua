@@ -80,7 +80,7 @@ local PREFIX
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
 -- written by configure.lua; echomq/settings.py names the fields), each
 -- falling back to the calling client's option block, so every client of the
--- queue obeys the same stored values (docs/settings.md). One HMGET per call.
+-- queue obeys the same stored values (docs/settings.md). One HGETALL per call.
 -- max_attempts and backoff are nil when not stored: add.lua and fail.lua
 -- then use what the client sent with the job.
 local OPT
@@ -102,23 +102,25 @@ local function start_call(KEYS, ARGV)
   K_SCHEDULES, K_FIRES, K_FIRED = KEYS[20], KEYS[21], KEYS[22]
   K_BLOCKED, K_RELEASING = KEYS[23], KEYS[24]
   PREFIX = ARGV[1]
-  local s = redis.call("HMGET", K_SETTINGS, "max_stalls", "keep_completed_ms", "keep_completed",
-    "keep_dead_ms", "keep_dead", "max_attempts", "backoff_base_ms", "backoff_factor",
-    "backoff_cap_ms", "backoff_jitter", "event_stream_length", "concurrency", "rate_max",
-    "rate_per_ms")
+  -- the whole hash (a handful of fields, only the names settings.py allows;
+  -- usually none): cheaper than an HMGET naming all fourteen
+  local stored = redis.call("HGETALL", K_SETTINGS)
+  local s = {}
+  for i = 1, #stored, 2 do s[stored[i]] = stored[i + 1] end
   OPT = {
-    max_stalls = tonumber(s[1] or ARGV[2]),
-    keep_completed_ms = tonumber(s[2] or ARGV[3]),
-    keep_completed = tonumber(s[3] or ARGV[4]),
-    keep_dead_ms = tonumber(s[4] or ARGV[5]),
-    keep_dead = tonumber(s[5] or ARGV[6]),
-    max_attempts = tonumber(s[6]),
-    backoff = s[7] and {tonumber(s[7]), tonumber(s[8]), tonumber(s[9]), tonumber(s[10])},
-    event_stream_length = tonumber(s[11] or 10000),  -- settings.DEFAULT_EVENT_STREAM_LENGTH
+    max_stalls = tonumber(s.max_stalls or ARGV[2]),
+    keep_completed_ms = tonumber(s.keep_completed_ms or ARGV[3]),
+    keep_completed = tonumber(s.keep_completed or ARGV[4]),
+    keep_dead_ms = tonumber(s.keep_dead_ms or ARGV[5]),
+    keep_dead = tonumber(s.keep_dead or ARGV[6]),
+    max_attempts = tonumber(s.max_attempts),
+    backoff = s.backoff_base_ms and {tonumber(s.backoff_base_ms), tonumber(s.backoff_factor),
+      tonumber(s.backoff_cap_ms), tonumber(s.backoff_jitter)},
+    event_stream_length = tonumber(s.event_stream_length or 10000),  -- settings.DEFAULT_EVENT_STREAM_LENGTH
     -- queue-wide limits (includes/controls.lua "Queue-wide limits"): stored only
-    concurrency = tonumber(s[12]),
-    rate_max = tonumber(s[13]),
-    rate_per = tonumber(s[14]),
+    concurrency = tonumber(s.concurrency),
+    rate_max = tonumber(s.rate_max),
+    rate_per = tonumber(s.rate_per_ms),
   }
   for i = 1, #call_resets do call_resets[i]() end
 end

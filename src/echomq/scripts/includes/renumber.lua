@@ -98,17 +98,21 @@ local function read_compact(plan, next_counter)
 end
 
 -- Read phase: plan this call's step (nil: no renumbering). ``takes`` is how
--- many arrival counters the call may take.
+-- many arrival counters the call may take. Also returns the meta hash's
+-- fields read in the same HMGET, for the caller: {ordering ("o", nil for a
+-- new queue), paused ("1" or nil)}.
 local function read_renumber(takes)
-  -- the ordering (as ordering() reads it) in the same read
-  local state = redis.call("HMGET", K_META, "rn", "rnh", "rnl", "rnz", "rna", "rnn", "o")
-  if state[7] == "mint" then return nil end
+  -- the ordering (as ordering() reads it) and the pause in the same read
+  local state = redis.call("HMGET", K_META, "rn", "rnh", "rnl", "rnz", "rna", "rnn", "o",
+    "paused")
+  local meta = {state[7] or nil, state[8] or nil}
+  if state[7] == "mint" then return nil, meta end
   local plan = {budget = RENUMBER_BUDGET + 2 * takes, stage = state[1]}
   if not plan.stage then
-    if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then return nil end
+    if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then return nil, meta end
     -- an idle queue re-bases at its next arrival instead (includes/lanes.lua)
     if tonumber(redis.call("HGET", K_META, "w") or "0") <= 0
-      and redis.call("ZCARD", K_ACTIVE) == 0 then return nil end
+      and redis.call("ZCARD", K_ACTIVE) == 0 then return nil, meta end
     plan.start, plan.stage = true, "scan"
     state = {"scan", "0", "[]", "0", "0", "1"}
   end
@@ -117,7 +121,7 @@ local function read_renumber(takes)
   else
     read_compact(plan, tonumber(state[6]))
   end
-  return plan
+  return plan, meta
 end
 
 -- Write phase, first: carry out the planned step. Returns the job hashes it

@@ -28,7 +28,7 @@ local function read_due(now, limit)
   local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0,
     limit or TIMED_BUDGET)
   local fields, lanes = {}, {}
-  local order = ordering()
+  local order = #due > 0 and ordering()  -- read only when a job comes due
   for i, id in ipairs(due) do
     local f = read_key("HMGET", job_key(id), "p", "g")
     if not f[1] then missing_job(id) end

@@ -1,0 +1,187 @@
+"""Server instructions per drained job and per one-job call, under valgrind (issue 20).
+
+On a busy shared machine the server's CPU time per job moves by ±20 % from
+one run to the next; the number of instructions the server executes does
+not. This starts a private Valkey under ``valgrind --tool=callgrind`` (about
+50× slower, so small sizes) and reads its instruction count (``Ir``) around:
+
+- ``add_Ir``: ``add()`` of one job, ``--calls`` times (per call);
+- ``claim1_Ir``: ``claim(1)`` with 1,000 jobs waiting (per call);
+- ``complete_Ir``: ``complete()`` of each job those claims leased (per call);
+- ``drain_Ir_per_job``: a drain of ``--jobs`` no-op jobs by ``echomq.Worker``
+  at ``--concurrency`` (per job; start-up and shutdown included).
+
+Counts include everything the server does for the calls (reading the
+request, the script, the reply). To compare two versions, run it under each
+(``PYTHONPATH=…/src``); the same version's runs differ by about 1-2 %.
+``--keep`` leaves the callgrind dumps (named in the output) for
+``callgrind_annotate``.
+
+    python benchmarks/server_instructions.py [--jobs 1000] [--calls 200]
+
+This is a measurement, not a test: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import harness
+import redis
+
+import echomq
+from echomq import Job, Queue
+
+QUEUE = "bench"
+LEASE = 300.0  # valgrind slows the server: no lease may run out during a drain
+
+
+class GrindServer:
+    """A private Valkey under callgrind, whose instruction counter can be zeroed and read."""
+
+    def __init__(self) -> None:
+        binary = harness.valkey_binary()
+        if binary is None or shutil.which("valgrind") is None:
+            raise SystemExit("needs valgrind and the embedded Valkey binary")
+        self.dir = Path(tempfile.mkdtemp(prefix="echomq-grind-"))
+        self.port = harness.free_port()
+        self.process = subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={self.dir}/callgrind.out",
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+                "--hash-max-listpack-value",
+                str(harness.LISTPACK_VALUE),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.dumps: list[str] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with redis.Redis(port=self.port, socket_timeout=5) as client:
+                    client.ping()
+                return
+            except redis.RedisError:
+                time.sleep(0.2)
+        self.stop()
+        raise SystemExit("the server under valgrind did not answer")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def zero(self) -> None:
+        subprocess.run(
+            ["callgrind_control", "-z", str(self.process.pid)], check=True, capture_output=True
+        )
+
+    def read(self) -> int:
+        """Instructions since the last zero (dumps the counters)."""
+        before = set(self.dir.glob("callgrind.out*"))
+        subprocess.run(
+            ["callgrind_control", "-d", str(self.process.pid)], check=True, capture_output=True
+        )
+        dump = sorted(set(self.dir.glob("callgrind.out*")) - before)[-1]
+        self.dumps.append(str(dump))
+        found = re.search(r"^summary: (\d+)", dump.read_text(), re.MULTILINE)
+        if found is None:
+            raise SystemExit(f"no summary in {dump}")
+        return int(found.group(1))
+
+    def stop(self, keep: bool = False) -> None:
+        self.process.terminate()
+        self.process.wait()
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+async def measure(server: GrindServer, jobs: int, calls: int, concurrency: int) -> dict[str, float]:
+    raw = redis.Redis(port=server.port)
+    q = Queue(QUEUE, server.url)
+    out: dict[str, float] = {}
+    try:
+        await q.add("noop")  # the library loaded before counting
+        raw.flushall()
+        server.zero()
+        for _ in range(calls):
+            await q.add("noop")
+        out["add_Ir"] = server.read() / calls
+        await q.add_many([{"name": "noop"} for _ in range(1000)])
+        server.zero()
+        leased = [(await q.claim(1, LEASE))[0] for _ in range(calls)]
+        out["claim1_Ir"] = server.read() / calls
+        server.zero()
+        for job in leased:
+            await q.complete(job, None)
+        out["complete_Ir"] = server.read() / calls
+        raw.flushall()
+        for start in range(0, jobs, 1000):
+            await q.add_many(
+                [{"name": "noop", "data": i} for i in range(start, min(jobs, start + 1000))]
+            )
+        done = asyncio.Event()
+        seen = 0
+
+        async def noop(job: Job) -> None:
+            nonlocal seen
+            seen += 1
+            if seen >= jobs:
+                done.set()
+
+        worker = echomq.Worker(q, {"noop": noop}, concurrency=concurrency, lease=LEASE)
+        server.zero()
+        running = asyncio.ensure_future(worker.run(install_signals=False))
+        await done.wait()
+        worker.stop()
+        await running
+        out["drain_Ir_per_job"] = server.read() / jobs
+    finally:
+        await q.close()
+        raw.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--label", default="", help="names the run in the output")
+    parser.add_argument("--keep", action="store_true", help="keep the callgrind dumps")
+    args = parser.parse_args()
+    server = GrindServer()
+    try:
+        figures = asyncio.run(measure(server, args.jobs, args.calls, args.concurrency))
+        result: dict[str, Any] = {"label": args.label, "echomq": echomq.__file__}
+        result.update({k: round(v) for k, v in figures.items()})
+        if args.keep:
+            result["dumps"] = server.dumps
+        print(json.dumps(result))
+    finally:
+        server.stop(keep=args.keep)
+
+
+if __name__ == "__main__":
+    main()
