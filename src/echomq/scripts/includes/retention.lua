@@ -170,20 +170,27 @@ local function orphan_dependents(id, has_dependents, now)
   end
 end
 
--- Send one job to dead now, with ``err`` (cancel, a job past its expiry): reads
--- its idempotency key and the dead set's pruning, then writes. Called in a
--- script's write phase it reads after earlier writes: cancel() and expiry are
--- the documented exceptions to read-before-write (docs/lifecycle.md).
-local function bury(id, now, err)
+-- What bury will touch, read (read before write): the job's fields, its
+-- idempotency key and the dead set's pruning with the job added. Reads only.
+local function read_burial(id, now)
+  local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn")
+  if f[1] then read_key("EXISTS", idem_key(f[1])) end
+  return {fields = f, victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})}
+end
+
+-- Send one job to dead now, with ``err`` (cancel, a job past its expiry).
+-- ``burial`` is what read_burial read before the script's first write
+-- (cancel.lua); without it bury reads it now, after earlier writes: a claim
+-- that meets a job past its expiry is the one documented exception to
+-- read-before-write (docs/lifecycle.md).
+local function bury(id, now, err, burial)
+  burial = burial or read_burial(id, now)
+  local f = burial.fields
   local jk = job_key(id)
-  local f = read_key("HMGET", jk, "k", "g", "a", "dn")
-  local key = f[1]
-  if key then read_key("EXISTS", idem_key(key)) end
-  local victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
   redis.call("HSET", jk, "s", "dead", "f", fmt(now), "e", err)
-  expire_idem(key, OPT.keep_dead_ms)
+  expire_idem(f[1], OPT.keep_dead_ms)
   redis.call("ZADD", K_DEAD, fmt(now), id)
-  apply_prune(K_DEAD, victims)
+  apply_prune(K_DEAD, burial.victims)
   orphan_dependents(id, f[4], now)
   emit("dead", id, f[2], "a", f[3] or "0", "e", event_error(err))
   wake_waiters(id, now)
