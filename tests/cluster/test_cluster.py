@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 
 import pytest
+import redis.cluster
 
 from commandstats import script_calls as count_script_calls
 from echomq import NotReplicated, Queue, SyncQueue, Worker
@@ -438,3 +439,32 @@ def test_a_function_call_is_routed_by_its_first_key_without_asking_the_server(
         getkeys_after, scripts_after = counts()
         assert scripts_after - scripts_before >= 24  # the calls did run as scripts
         assert getkeys_after == getkeys_before
+
+
+def test_closing_a_sync_cluster_queue_closes_its_connections_to_every_node(
+    local_cluster: LocalCluster, queue_name: str
+) -> None:
+    """redis-py's cluster client made from a url leaves each node's pool open on
+    close; echomq's closes them, so no socket waits for the garbage collector."""
+    marker = f"emq-close-{queue_name}"[:60]
+
+    def connected() -> int:
+        """Connections named ``marker`` on every primary."""
+        total = 0
+        for node in local_cluster.primaries():
+            with node.client() as client:
+                total += sum(1 for c in client.client_list() if c.get("name") == marker)
+        return total
+
+    q = SyncQueue(queue_name, local_cluster.url)
+    q.add("warm-up")  # the library is loaded on every primary: a connection to each
+    client = q.sender.client()
+    assert isinstance(client, redis.cluster.RedisCluster)
+    for node in client.get_primaries():  # type: ignore[no-untyped-call]
+        client.execute_command("CLIENT", "SETNAME", marker, target_nodes=node)  # type: ignore[no-untyped-call]
+    assert connected() == len(local_cluster.primaries())
+    q.close()
+    deadline = time.monotonic() + 5.0
+    while connected() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert connected() == 0
