@@ -7,7 +7,7 @@
 -- Pruning is planned (read_prune: every key it will delete is read) before
 -- the script's first write, and done (apply_prune) after the script's own
 -- additions to the set.
-local PRUNE_BUDGET = 250  -- most jobs one call removes from one set, so no call runs long
+local PRUNE_BUDGET = 100  -- most jobs one call removes from one set, so no call runs long
 
 -- Waiters (wait(), echomq/sending/waiters.py). A client waiting for a job
 -- subscribes to the queue's done channel, then registers the job in
