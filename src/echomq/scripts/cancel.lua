@@ -31,7 +31,7 @@ local state, lane = f[1], f[2] or ""
 if state == "completed" or state == "dead" then return "finished" end
 local idem = state ~= "active" and read_idem(id)
 local now = now_ms()
-local burial = state == "active" and running_to ~= "retry" and read_burial(id, now)
+local burial = state == "active" and running_to ~= "retry" and bury(id, now)  -- reads only
 local lane_size = state == "waiting" and read_key("ZCARD", lane_key(lane))
 if state == "active" then plan_recheck(lane) end
 -- write phase

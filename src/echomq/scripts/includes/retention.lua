@@ -170,21 +170,21 @@ local function orphan_dependents(id, has_dependents, now)
   end
 end
 
--- What bury will touch, read (read before write): the job's fields, its
--- idempotency key and the dead set's pruning with the job added. Reads only.
-local function read_burial(id, now)
-  local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn")
-  if f[1] then read_key("EXISTS", idem_key(f[1])) end
-  return {fields = f, victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})}
-end
-
 -- Send one job to dead now, with ``err`` (cancel, a job past its expiry).
--- ``burial`` is what read_burial read before the script's first write
--- (cancel.lua); without it bury reads it now, after earlier writes: a claim
--- that meets a job past its expiry is the one documented exception to
--- read-before-write (docs/lifecycle.md).
+-- Without ``err`` it only reads what burying it will touch (the job's
+-- fields, its idempotency key, the dead set's pruning with the job added)
+-- and returns that plan, for a later bury(id, now, err, plan): cancel.lua
+-- reads it so before its first write (read before write). Without a plan
+-- bury reads it now, after earlier writes: a claim that meets a job past
+-- its expiry is the one documented exception (docs/lifecycle.md). (One
+-- function, not two: claim.lua is near Lua's limit of 200 locals per chunk.)
 local function bury(id, now, err, burial)
-  burial = burial or read_burial(id, now)
+  if not burial then
+    local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn")
+    if f[1] then read_key("EXISTS", idem_key(f[1])) end
+    burial = {fields = f, victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})}
+    if not err then return burial end
+  end
   local f = burial.fields
   local jk = job_key(id)
   redis.call("HSET", jk, "s", "dead", "f", fmt(now), "e", err)

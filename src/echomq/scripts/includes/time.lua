@@ -8,8 +8,8 @@
 -- of n handles at most n + CLAIM_EXTRA of each (what it can serve, and a
 -- little more): its own cost stays in proportion to n, and maintenance
 -- (TIMED_BUDGET per call, run again at once while a backlog is left) does
--- the rest. A claim handles at most CLAIM_CAP of each (a claim of n >= 200
--- does work in proportion to the n it asked for).
+-- the rest. A claim handles at most 250 of each (a claim of n >= 200 does
+-- work in proportion to the n it asked for).
 --
 -- The budgets are sized by the server CPU one call takes
 -- (benchmarks/scale_latency.py): a maintenance run with every kind of
@@ -18,16 +18,16 @@
 -- a few milliseconds.
 local TIMED_BUDGET = 100
 local CLAIM_EXTRA = 50
-local CLAIM_CAP = 250
 -- A claim that pops jobs past their expiry (expires=) sends them to dead
 -- instead of leasing them (claim.lua), at most EXPIRED_BUDGET per call on top
 -- of the n it leases: each burial costs some 10 commands (its idempotency
 -- key, the dead set's pruning, an event), so 1,000 took over 25 ms.
 local EXPIRED_BUDGET = 100
 
--- How many due jobs / expired leases a claim of n handles.
+-- How many due jobs / expired leases a claim of n handles (250 at most: a
+-- literal, as claim.lua is near Lua's limit of 200 locals per chunk).
 local function claim_budget(n)
-  return math.min(CLAIM_CAP, n + CLAIM_EXTRA)
+  return math.min(250, n + CLAIM_EXTRA)
 end
 
 -- The due delayed jobs this call will promote (at most ``limit``, default
