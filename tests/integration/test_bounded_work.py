@@ -22,6 +22,7 @@ from echomq.worker.maintenance import Maintenance
 TIMED = budget("time", "TIMED_BUDGET")
 CLAIM_EXTRA = budget("time", "CLAIM_EXTRA")  # a claim of n handles n + CLAIM_EXTRA at most
 PRUNE = budget("retention", "PRUNE_BUDGET")
+EXPIRED = budget("time", "EXPIRED_BUDGET")  # jobs past their expiry one claim buries
 #: how long a test waits for jobs to come due or leases to expire (a bounded poll).
 DEADLINE = 10.0
 
@@ -124,6 +125,29 @@ def test_finished_jobs_are_pruned_at_most_the_budget_per_set_and_call(
     pruner = make_sync(keep_completed=0, keep_completed_age=0)
     assert [pruner.maintain().pruned for _ in range(3)] == [PRUNE, PRUNE, 5]
     assert pruner.stats().counts["completed"] == 0
+
+
+def test_a_claim_buries_at_most_the_budget_of_expired_jobs_then_says_claim_again(
+    make_sync: Callable[..., SyncQueue],
+) -> None:
+    q = make_sync()
+    count = 2 * EXPIRED + 5
+    q.add_many([{"name": "j", "data": i, "expires": 0.3} for i in range(count)])
+    fresh = q.add("fresh")
+    expiry = q.get(q.jobs("waiting", count=1)[0].id)
+    assert expiry is not None and expiry.expires_at is not None
+    limit = expiry.expires_at + timedelta(milliseconds=300)
+    wait_until(lambda: datetime.now(UTC) > limit, "the expiry")
+    first = q.claim(1)
+    assert first == [] and first.retry_in == 0  # jobs are left: claim again at once
+    assert q.stats().counts["dead"] == EXPIRED
+    second = q.claim(1)
+    assert second == [] and second.retry_in == 0
+    assert q.stats().counts["dead"] == 2 * EXPIRED
+    [job] = q.claim(1)  # the last 5 are buried, then the fresh job is leased
+    assert job.id == fresh
+    assert q.stats().counts["dead"] == count
+    assert q.claim(1) == []
 
 
 async def test_worker_maintenance_runs_again_at_once_while_leases_are_left_expired(

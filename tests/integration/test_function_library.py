@@ -283,3 +283,12 @@ def test_a_library_the_server_cannot_compile_turns_the_sender_to_evalsha(
     assert sq.add("j")  # Function not found, the load refused, then SCRIPT LOAD + EVALSHA
     assert sq.sender.scripts.functions is False
     assert len(sq.claim(1)) == 1
+
+
+def test_every_script_compiles_as_one_chunk_for_evalsha(server_factory: ServerFactory) -> None:
+    """Sent by EVALSHA (a server without functions), a script is one Lua chunk of
+    its includes and its body, which Lua limits to 200 locals: each must compile."""
+    server = server_factory("valkey")
+    with server.client() as client:
+        for script in all_scripts().values():
+            assert client.script_load(script.source) == script.sha, script.name

@@ -24,13 +24,17 @@
 
 local id, running_to = ARGV[7], ARGV[8]
 local jk = job_key(id)
-local f = redis.call("HMGET", jk, "s", "g", "l", "cl", "dn")
+-- read phase: the job, its lane or idempotency key, and what burying it touches
+local f = read_key("HMGET", jk, "s", "g", "l", "cl", "dn")
 if not f[1] then return E_NOT_FOUND end
 local state, lane = f[1], f[2] or ""
 if state == "completed" or state == "dead" then return "finished" end
 local idem = state ~= "active" and read_idem(id)
 local now = now_ms()
+local burial = state == "active" and running_to ~= "retry" and bury(id, now)  -- reads only
+local lane_size = state == "waiting" and read_key("ZCARD", lane_key(lane))
 if state == "active" then plan_recheck(lane) end
+-- write phase
 emit("cancelled", id, lane)
 if state == "active" then
   redis.call("ZREM", K_ACTIVE, id)
@@ -47,7 +51,7 @@ if state == "active" then
     count_delayed(lane, 1)
     emit("retrying", id, lane, "e", "Cancelled: retried after the run stops", "nx", fire)
   else
-    bury(id, now, "Cancelled: stopped by cancel() while it ran")
+    bury(id, now, "Cancelled: stopped by cancel() while it ran", burial)
   end
   flush_events()
   return "stopped"
@@ -56,7 +60,7 @@ if state == "waiting" then
   local lk = lane_key(lane)
   if redis.call("ZREM", lk, id) == 1 then
     waiting_delta = waiting_delta - 1
-    if redis.call("ZCARD", lk) == 0 then leave_ring(lane) end
+    if lane_size == 1 then leave_ring(lane) end
   end
 end
 if state == "delayed" or state == "failed" or state == "blocked" then

@@ -19,7 +19,9 @@
 --          that order} (Job.from_claim reads them), nil where a field is
 --          unset, with the attempt and claim counts this claim set.
 --          A popped job whose expiry (field x) has passed is dead, not
---          leased (up to EXPIRED_BUDGET of them per call).
+--          leased (up to EXPIRED_BUDGET of them per call, includes/time.lua;
+--          a call that stops there with none leased and jobs left waiting
+--          answers {"wait", now, now}: claim again at once).
 --
 -- A lane's jobs for one turn are popped with one ZPOPMIN (the whole call's
 -- share when the lane is alone in the ring): the turn bookkeeping below is
@@ -34,7 +36,6 @@
 -- @include retention
 -- @include time
 
-local EXPIRED_BUDGET = 1000  -- most expired jobs one call buries on top of n
 local n, lease_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
 local now = now_ms()
 -- The job fields lease() reads below, in its order: n d p g a m sc c e tb st
@@ -457,6 +458,8 @@ if #out == 2 then
   -- nothing claimed: say when the clock alone lets a lane or the queue serve
   -- again (a parked lane's throttle or rate window, the queue-wide rate
   -- window), so an idle worker sleeps until then or a ring (worker/fetcher.py)
+  -- stopped by EXPIRED_BUDGET with jobs left: claim again now
+  if expired >= EXPIRED_BUDGET and ring_len > 0 then return {"wait", claimed_at, claimed_at} end
   local at = tonumber(next_lane_wake())
   if queue_bound == "r" and queue_at and (not at or queue_at < at) then at = queue_at end
   if at then return {"wait", fmt(at), claimed_at} end

@@ -13,7 +13,7 @@
 --   tests/cluster/test_read_before_write.py checks every writing script.
 -- * Bounded work. Work the caller did not ask for (promotion, reaping,
 --   pruning, renumbering the arrival counter) is done at most a fixed budget
---   per call (TIMED_BUDGET in includes/time.lua, PRUNE_BUDGET in
+--   per call (TIMED_BUDGET and EXPIRED_BUDGET in includes/time.lua, PRUNE_BUDGET in
 --   includes/retention.lua, RENUMBER_BUDGET in includes/renumber.lua),
 --   earliest first; the next call goes on. Work the caller sized (claim(n),
 --   add_many) is proportional to that size. No script does unbounded work.

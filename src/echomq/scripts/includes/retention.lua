@@ -7,7 +7,7 @@
 -- Pruning is planned (read_prune: every key it will delete is read) before
 -- the script's first write, and done (apply_prune) after the script's own
 -- additions to the set.
-local PRUNE_BUDGET = 250  -- most jobs one call removes from one set, so no call runs long
+local PRUNE_BUDGET = 100  -- most jobs one call removes from one set, so no call runs long
 
 -- Waiters (wait(), echomq/sending/waiters.py). A client waiting for a job
 -- subscribes to the queue's done channel, then registers the job in
@@ -170,20 +170,27 @@ local function orphan_dependents(id, has_dependents, now)
   end
 end
 
--- Send one job to dead now, with ``err`` (cancel, a job past its expiry): reads
--- its idempotency key and the dead set's pruning, then writes. Called in a
--- script's write phase it reads after earlier writes: cancel() and expiry are
--- the documented exceptions to read-before-write (docs/lifecycle.md).
-local function bury(id, now, err)
+-- Send one job to dead now, with ``err`` (cancel, a job past its expiry).
+-- Without ``err`` it only reads what burying it will touch (the job's
+-- fields, its idempotency key, the dead set's pruning with the job added)
+-- and returns that plan, for a later bury(id, now, err, plan): cancel.lua
+-- reads it so before its first write (read before write). Without a plan
+-- bury reads it now, after earlier writes: a claim that meets a job past
+-- its expiry is the one documented exception (docs/lifecycle.md). (One
+-- function, not two: claim.lua is near Lua's limit of 200 locals per chunk.)
+local function bury(id, now, err, burial)
+  if not burial then
+    local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn")
+    if f[1] then read_key("EXISTS", idem_key(f[1])) end
+    burial = {fields = f, victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})}
+    if not err then return burial end
+  end
+  local f = burial.fields
   local jk = job_key(id)
-  local f = read_key("HMGET", jk, "k", "g", "a", "dn")
-  local key = f[1]
-  if key then read_key("EXISTS", idem_key(key)) end
-  local victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
   redis.call("HSET", jk, "s", "dead", "f", fmt(now), "e", err)
-  expire_idem(key, OPT.keep_dead_ms)
+  expire_idem(f[1], OPT.keep_dead_ms)
   redis.call("ZADD", K_DEAD, fmt(now), id)
-  apply_prune(K_DEAD, victims)
+  apply_prune(K_DEAD, burial.victims)
   orphan_dependents(id, f[4], now)
   emit("dead", id, f[2], "a", f[3] or "0", "e", event_error(err))
   wake_waiters(id, now)

@@ -8,13 +8,28 @@
 -- of n handles at most n + CLAIM_EXTRA of each (what it can serve, and a
 -- little more): its own cost stays in proportion to n, and maintenance
 -- (TIMED_BUDGET per call, run again at once while a backlog is left) does
--- the rest.
-local TIMED_BUDGET = 250
+-- the rest. A claim handles at most 250 of each (a claim of n >= 200 does
+-- work in proportion to the n it asked for).
+--
+-- The budgets are sized by the server CPU one call takes
+-- (benchmarks/scale_latency.py): a maintenance run with every kind of
+-- backlog at once does a whole budget of each (promotion, reaping, pruning
+-- each set), and with 250 of each that took 7-12 ms of one core; with 100,
+-- a few milliseconds.
+local TIMED_BUDGET = 100
 local CLAIM_EXTRA = 50
+-- A claim that pops jobs past their expiry (expires=) sends them to dead
+-- instead of leasing them (claim.lua), at most EXPIRED_BUDGET per call on top
+-- of the n it leases: each burial costs some 10 commands (its idempotency
+-- key, the dead set's pruning, an event): 1,000 took 28-57 ms of server
+-- CPU in one claim(50), 100 some 4-5 ms (the server thread's own run time,
+-- on a loaded 2-CPU machine).
+local EXPIRED_BUDGET = 50
 
--- How many due jobs / expired leases a claim of n handles.
+-- How many due jobs / expired leases a claim of n handles (250 at most: a
+-- literal, as claim.lua is near Lua's limit of 200 locals per chunk).
 local function claim_budget(n)
-  return math.min(TIMED_BUDGET, n + CLAIM_EXTRA)
+  return math.min(250, n + CLAIM_EXTRA)
 end
 
 -- The due delayed jobs this call will promote (at most ``limit``, default
