@@ -45,7 +45,7 @@ from redis.cluster import RedisCluster
 from clock import FrozenClock, libfaketime_path
 from echomq.connection import URL_ENV
 from echomq.embedded import HOME_ENV, EmbeddedServer
-from localcluster import LocalCluster, require_cluster_binaries
+from localcluster import STEADY_NODE_TIMEOUT_MS, LocalCluster, require_cluster_binaries
 from prerequisites import PREFIX, missing
 from servers import KINDS, PrivateServer, ServerFactory, ServerPool, require_server
 
@@ -99,7 +99,10 @@ def _server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPoo
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The session's Valkey Cluster (3 primaries, 3 replicas); torn down at the end."""
     require_cluster_binaries()
-    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    # no test of this cluster kills a node: no failover unless a node is really gone
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("cluster"), node_timeout_ms=STEADY_NODE_TIMEOUT_MS
+    )
     cluster.start()
     try:
         yield cluster

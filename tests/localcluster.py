@@ -7,8 +7,10 @@ wheel's ``valkey-cli --cluster create … --cluster-replicas 1 --cluster-yes``.
 
 Each node gets its own directory, a free client port and a free cluster-bus
 port (``cluster-port``: the default port+10000 can overflow or be taken), and
-a short ``cluster-node-timeout`` so a killed primary is replaced in about
-two seconds instead of fifteen. Persistence stays off like every test server;
+a ``cluster-node-timeout``: short (NODE_TIMEOUT_MS) for a cluster a test kills
+nodes of, so a killed primary is replaced in about two seconds instead of
+fifteen; long (STEADY_NODE_TIMEOUT_MS) for the session's cluster, whose tests
+expect no failover. Persistence stays off like every test server;
 a restarted node rejoins from its ``nodes.conf`` as a replica and resyncs.
 """
 
@@ -30,8 +32,17 @@ from redis.cluster import RedisCluster
 from prerequisites import missing
 from servers import PrivateServer, ServerStartFailed, free_port, require_server
 
-#: cluster-node-timeout of the test cluster (ms): failure detection in ~1 s.
+#: cluster-node-timeout of a cluster whose primaries a test kills (ms): failure
+#: detection in ~1 s.
 NODE_TIMEOUT_MS = 1000
+#: cluster-node-timeout of the session's cluster (ms; Valkey's default). A primary
+#: that does not answer the cluster bus for this long is failed over: on this
+#: 2-core machine at load 5-10 a primary busy with a large script (adding 10,000
+#: jobs) missed 1 s, its replica took over, and writes it had acknowledged but not
+#: yet replicated were lost (asynchronous replication), which tests that expect
+#: no failover saw as a step done twice. Tests that kill nodes use a cluster of
+#: their own with NODE_TIMEOUT_MS (tests/cluster/conftest.py).
+STEADY_NODE_TIMEOUT_MS = 15_000
 #: how long creating the cluster, or healing it, may take (seconds).
 READY_TIMEOUT = 30.0
 #: the number of hash slots of a Valkey/Redis Cluster.

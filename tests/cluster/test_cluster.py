@@ -192,9 +192,13 @@ async def test_an_idle_worker_blocks_on_the_node_of_its_queue(
         task = asyncio.create_task(worker.run(install_signals=False))
         try:
             await wait_until(lambda: worker.idle)
-            with owner.client() as client:
-                blocked = [c for c in client.client_list() if c["cmd"] == "blpop"]
-            assert blocked, "the doorbell wait is not on the queue's primary"
+
+            def blocked_on_owner() -> bool:
+                with owner.client() as client:
+                    return any(c["cmd"] == "blpop" for c in client.client_list())
+
+            # idle is set just before the BLPOP is sent (it may first open a connection)
+            await wait_until(blocked_on_owner)  # fails if the wait is on another node
             job_id = await q.add("j")
             await wait_until(lambda: done == [job_id])
         finally:

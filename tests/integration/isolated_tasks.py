@@ -13,7 +13,18 @@ from echomq import Backoff, SyncQueue, current_job
 tasks = SyncQueue("isolated-tasks")
 
 
-@tasks.task(timeout=2.0, isolation="process", max_attempts=2, backoff=Backoff(base=0, jitter=0))
+#: stuck_once's timeout (s). It counts from the claim, so it covers starting the
+#: job's process and importing echomq and this module there (docs/worker.md):
+#: 0.4-0.9 s at load 2, and more than 2 s at load 5-10 on the 2-core test
+#: machine, where a 2 s timeout killed attempt 1 before it began (attempt 2 then
+#: found no "start 1") or killed attempt 2 before it could finish. Attempt 1
+#: hangs for 60 s, so this must stay well below that.
+STUCK_TIMEOUT = 15.0
+
+
+@tasks.task(
+    timeout=STUCK_TIMEOUT, isolation="process", max_attempts=2, backoff=Backoff(base=0, jitter=0)
+)
 def stuck_once(record: str) -> str:
     """Attempt 1 hangs (until its process is killed at the timeout); attempt 2
     writes down whether attempt 1's process is still alive, then succeeds."""

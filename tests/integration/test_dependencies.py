@@ -123,12 +123,14 @@ def test_fan_out_of_10000_released_in_bounded_steps(sq: SyncQueue) -> None:
     finish(sq, 1)
     first = sq.stats().counts
     assert first["waiting"] == 501 and first["blocked"] == 9_499  # a budget (+1 per job done)
-    steps = []
-    while sq.stats().counts["blocked"]:
+    steps: list[int] = []
+    seen: list[str] = []  # blocked before each step, then what the step reported
+    while blocked := sq.stats().counts["blocked"]:
         report = sq.maintain()
-        assert 0 < report.released <= 500
+        seen.append(f"{blocked} blocked: released {report.released}, {report.releasing} left")
+        assert 0 < report.released <= 500, seen
         steps.append(report.released)
-        assert len(steps) <= 19, steps
+        assert len(steps) <= 19, "\n".join(seen)
     assert sum(steps) == 9_499 and report.releasing == 0
     assert sq.stats().counts["waiting"] == 10_000
     assert {state(sq, c) for c in children[:50]} == {State.WAITING}

@@ -373,7 +373,7 @@ async def test_a_process_task_past_its_timeout_is_killed_before_its_retry(
     record = tmp_path / "records.txt"
     [job_id] = await aq.add_many([stuck_once.prepare(str(record)).item])
     async with running(Worker(aq, [stuck_once])):
-        done = await job_in(aq, job_id, State.COMPLETED, timeout=30)
+        done = await job_in(aq, job_id, State.COMPLETED, timeout=45)
     lines = record.read_text().splitlines()
     starts = [line.split() for line in lines if line.startswith("start")]
     assert [s[1] for s in starts] == ["1", "2"]
