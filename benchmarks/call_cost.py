@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,7 +40,6 @@ from echomq.keys import QueueKeys
 QUEUE = "bench"
 LEASE = 30.0
 BACKLOG = 1000
-SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha", "eval")
 BY_SHA = os.environ.get("ECHOMQ_BENCH_BY_SHA") == "1"
 
 
@@ -60,9 +58,8 @@ async def _per_call(
     for _ in range(n):
         await op()
     work = probe.work(before)
-    calls = sum(work.calls.get(c, 0) for c in SCRIPT_COMMANDS)
-    usec = sum(work.usec.get(c, 0) for c in SCRIPT_COMMANDS)
-    return usec / max(1, calls), (work.total_calls - calls) / max(1, calls)
+    calls = work.script_calls
+    return work.script_usec / max(1, calls), (work.total_calls - calls) / max(1, calls)
 
 
 async def one_round(probe: harness.ServerProbe, url: str, n: int) -> dict[str, float]:
@@ -110,9 +107,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--label", default="", help="names the run in the output")
     args = parser.parse_args()
-    server = harness.BenchServer(args.kind).start()
-    probe = harness.ServerProbe(server.url)
-    try:
+    with harness.probed_server(args.kind) as (server, probe):
         rounds = [asyncio.run(one_round(probe, server.url, args.calls)) for _ in range(args.rounds)]
         result: dict[str, Any] = {
             "label": args.label,
@@ -123,14 +118,8 @@ def main() -> None:
             "rounds": args.rounds,
             "load": round(os.getloadavg()[0], 2),
         }
-        for key in rounds[0]:
-            values = [r[key] for r in rounds]
-            result[key] = round(statistics.median(values), 2)
-            result[f"{key}_runs"] = [round(v, 2) for v in values]
+        result.update(harness.medians_of_rounds(rounds))
         print(json.dumps(result))
-    finally:
-        probe.close()
-        server.stop()
 
 
 if __name__ == "__main__":

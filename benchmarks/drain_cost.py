@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 from collections import Counter
 from typing import Any
 
@@ -39,7 +38,6 @@ from echomq import Job, Queue
 
 QUEUE = "bench"
 LEASE = 30.0
-SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha", "eval")
 
 
 class _Counting:
@@ -111,21 +109,19 @@ async def one_round(
         work = probe.work(before)
     finally:
         await queue.close()
-    scripts = sum(work.calls.get(c, 0) for c in SCRIPT_COMMANDS)
-    script_us = sum(work.usec.get(c, 0) for c in SCRIPT_COMMANDS)
     claims, per_claim = _per_call(counting.claims)
     completes, per_complete = _per_call(counting.completes)
     return {
         "cpu_us_per_job": work.cpu_us / n,
-        "script_us_per_job": script_us / n,
+        "script_us_per_job": work.script_usec / n,
         "commands_per_job": work.total_calls / n,
-        "script_calls_per_job": scripts / n,
+        "script_calls_per_job": work.script_calls / n,
         "claims": claims,
         "jobs_per_claim": per_claim,
         "completes": completes,
         "jobs_per_complete": per_complete,
         "nested_us_per_job": sum(
-            us for name, us in work.usec.items() if name not in SCRIPT_COMMANDS
+            us for name, us in work.usec.items() if name not in harness.SCRIPT_COMMANDS
         )
         / n,
         **{f"per_job_{name}": count / n for name, count in work.top(12)},
@@ -140,9 +136,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--label", default="", help="names the run in the output")
     args = parser.parse_args()
-    server = harness.BenchServer(args.kind).start()
-    probe = harness.ServerProbe(server.url)
-    try:
+    with harness.probed_server(args.kind) as (server, probe):
         rounds = [
             asyncio.run(one_round(probe, server.url, args.jobs, args.concurrency))
             for _ in range(args.rounds)
@@ -156,15 +150,8 @@ def main() -> None:
             "rounds": args.rounds,
             "load": round(os.getloadavg()[0], 2),
         }
-        for key in rounds[0]:
-            values = [r.get(key, 0.0) for r in rounds]
-            result[key] = round(statistics.median(values), 2)
-            if not key.startswith("per_job_"):
-                result[f"{key}_runs"] = [round(v, 2) for v in values]
+        result.update(harness.medians_of_rounds(rounds, lambda key: not key.startswith("per_job_")))
         print(json.dumps(result))
-    finally:
-        probe.close()
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -55,8 +55,7 @@ def one_run(
     with probe.measure() as box:
         asyncio.run(lifecycle(url, n, single))
     work = box[0]
-    scripts = sum(work.usec.get(c, 0) for c in ("fcall", "fcall_ro", "evalsha", "eval"))
-    return work.cpu_us / n, scripts / n
+    return work.cpu_us / n, work.script_usec / n
 
 
 def main() -> None:
@@ -68,9 +67,7 @@ def main() -> None:
         "--single", action="store_true", help="one job per call (add, claim(1), complete)"
     )
     args = parser.parse_args()
-    server = harness.BenchServer(args.kind).start()
-    probe = harness.ServerProbe(server.url)
-    try:
+    with harness.probed_server(args.kind) as (server, probe):
         asyncio.run(lifecycle(server.url, 1000))  # warm-up: scripts loaded
         off: list[float] = []
         on: list[float] = []
@@ -98,9 +95,6 @@ def main() -> None:
             "on_runs": [round(x, 2) for x in on],
         }
         print(json.dumps(result))
-    finally:
-        probe.close()
-        server.stop()
 
 
 if __name__ == "__main__":

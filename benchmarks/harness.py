@@ -83,6 +83,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def server_args(port: int, directory: str) -> list[str]:
+    """The options of every private server: loopback ``port``, persistence off, files
+    in ``directory``, and the listpack setting of echomq's embedded server."""
+    return [
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        directory,
+        "--hash-max-listpack-value",
+        str(LISTPACK_VALUE),
+    ]
+
+
 class BenchServer:
     """A foreground valkey-server / redis-server child on 127.0.0.1, persistence off."""
 
@@ -122,28 +141,17 @@ class BenchServer:
         self.port = free_port()
         args = [
             self.binary,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
+            *server_args(self.port, self._dir.name),
             "--daemonize",
             "no",
-            "--dir",
-            self._dir.name,
             "--logfile",
             str(Path(self._dir.name) / "server.log"),
-            # the unix socket and listpack setting of echomq's embedded server
-            # (src/echomq/embedded.py); every system runs on this same server
+            # the unix socket of echomq's embedded server (src/echomq/embedded.py);
+            # every system runs on this same server
             "--unixsocket",
             self.socket_path,
             "--unixsocketperm",
             "700",
-            "--hash-max-listpack-value",
-            str(LISTPACK_VALUE),
         ]
         self._process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -184,6 +192,10 @@ class BenchServer:
 # -- server-side accounting ---------------------------------------------------
 
 
+#: the commands that run a script (echomq sends its scripts by FCALL, or EVALSHA)
+SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha", "eval")
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """One reading of the server's counters."""
@@ -206,6 +218,16 @@ class ServerWork:
     @property
     def total_calls(self) -> int:
         return sum(self.calls.values())
+
+    @property
+    def script_calls(self) -> int:
+        """Calls of the script commands (:data:`SCRIPT_COMMANDS`)."""
+        return sum(self.calls.get(c, 0) for c in SCRIPT_COMMANDS)
+
+    @property
+    def script_usec(self) -> int:
+        """The script commands' own time, µs (the commands they ran inside included)."""
+        return sum(self.usec.get(c, 0) for c in SCRIPT_COMMANDS)
 
     def top(self, n: int = 6) -> list[tuple[str, int]]:
         return sorted(self.calls.items(), key=lambda kv: -kv[1])[:n]
@@ -264,6 +286,18 @@ class ServerProbe:
         self.client.close()
 
 
+@contextlib.contextmanager
+def probed_server(kind: str) -> Iterator[tuple[BenchServer, ServerProbe]]:
+    """A started private server of ``kind`` and a probe on it; both closed on exit."""
+    server = BenchServer(kind).start()
+    probe = ServerProbe(server.url)
+    try:
+        yield server, probe
+    finally:
+        probe.close()
+        server.stop()
+
+
 # -- measurements -------------------------------------------------------------
 
 
@@ -316,6 +350,20 @@ class Recorder:
         """The values recorded so far for ``metric`` (none yet: empty)."""
         found = self._by_metric.get(metric)
         return list(found.values) if found is not None else []
+
+
+def medians_of_rounds(
+    rounds: Sequence[Mapping[str, float]], with_runs: Callable[[str], bool] = lambda key: True
+) -> dict[str, Any]:
+    """Each key of the first round: its median over ``rounds`` (a round without it counts
+    0.0) and, where ``with_runs(key)``, every round's value as ``KEY_runs``; 2 decimals."""
+    result: dict[str, Any] = {}
+    for key in rounds[0]:
+        values = [r.get(key, 0.0) for r in rounds]
+        result[key] = round(statistics.median(values), 2)
+        if with_runs(key):
+            result[f"{key}_runs"] = [round(v, 2) for v in values]
+    return result
 
 
 def emit(line: Mapping[str, Any], stream: Any = None) -> None:
