@@ -71,6 +71,25 @@ class _Counting:
         queue.complete_many = counted_complete  # type: ignore[method-assign]
 
 
+async def drain_noops(queue: Queue, n: int, *, concurrency: int, lease: float) -> None:
+    """Run ``echomq.Worker`` on ``queue`` until it has run ``n`` "noop" jobs, then stop it
+    (its start-up and shutdown included: measure around this call)."""
+    done = asyncio.Event()
+    seen = 0
+
+    async def noop(job: Job) -> None:
+        nonlocal seen
+        seen += 1
+        if seen >= n:
+            done.set()
+
+    worker = echomq.Worker(queue, {"noop": noop}, concurrency=concurrency, lease=lease)
+    running = asyncio.ensure_future(worker.run(install_signals=False))
+    await done.wait()
+    worker.stop()
+    await running
+
+
 def _per_call(counts: Counter[int]) -> tuple[int, float]:
     calls = sum(counts.values())
     jobs = sum(size * times for size, times in counts.items())
@@ -90,22 +109,9 @@ async def one_round(
                     for i in range(start, min(n, start + 1000))
                 ]
             )
-        done = asyncio.Event()
-        seen = 0
-
-        async def noop(job: Job) -> None:
-            nonlocal seen
-            seen += 1
-            if seen >= n:
-                done.set()
-
         counting = _Counting(queue)
-        worker = echomq.Worker(queue, {"noop": noop}, concurrency=concurrency, lease=LEASE)
         before = probe.snapshot()
-        running = asyncio.ensure_future(worker.run(install_signals=False))
-        await done.wait()
-        worker.stop()
-        await running
+        await drain_noops(queue, n, concurrency=concurrency, lease=LEASE)
         work = probe.work(before)
     finally:
         await queue.close()

@@ -37,9 +37,10 @@ from typing import Any
 
 import harness
 import redis
+from drain_cost import drain_noops
 
 import echomq
-from echomq import Job, Queue
+from echomq import Queue
 
 QUEUE = "bench"
 LEASE = 300.0  # valgrind slows the server: no lease may run out during a drain
@@ -130,21 +131,8 @@ async def measure(server: GrindServer, jobs: int, calls: int, concurrency: int) 
             await q.add_many(
                 [{"name": "noop", "data": i} for i in range(start, min(jobs, start + 1000))]
             )
-        done = asyncio.Event()
-        seen = 0
-
-        async def noop(job: Job) -> None:
-            nonlocal seen
-            seen += 1
-            if seen >= jobs:
-                done.set()
-
-        worker = echomq.Worker(q, {"noop": noop}, concurrency=concurrency, lease=LEASE)
         server.zero()
-        running = asyncio.ensure_future(worker.run(install_signals=False))
-        await done.wait()
-        worker.stop()
-        await running
+        await drain_noops(q, jobs, concurrency=concurrency, lease=LEASE)
         out["drain_Ir_per_job"] = server.read() / jobs
     finally:
         await q.close()
