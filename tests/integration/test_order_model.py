@@ -24,16 +24,14 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
 import pytest
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from echomq import InvalidDependency, LaneFull, SyncQueue, connection
@@ -42,22 +40,11 @@ from echomq.keys import QueueKeys, lane_of
 from echomq.options import Ordering
 from echomq.score import MAX_TIER
 from echomq.scripts import budget
+from integration.lockstep import ORDERINGS, PROFILE, EventIds, ms
 from model import NEVER, UNSET, Group, OrderModel
 
-CI = bool(os.environ.get("CI")) or os.environ.get("HYPOTHESIS_PROFILE") == "ci"
-settings.register_profile(
-    "order-model",
-    max_examples=500 if CI else 60,
-    deadline=None,
-    derandomize=CI,  # a fixed seed in CI, a random one locally
-    print_blob=True,
-    # the client fixtures are shared by all examples of a test on purpose
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-PROFILE = settings.get_profile("order-model")
 RENUMBER_AT = budget("renumber", "RENUMBER_AT")  # a renumbering starts past this counter
 
-ORDERINGS: tuple[Ordering, ...] = ("composite", "mint")
 SHORT = 0.001  # seconds: a delay or lease that is waited out before the next operation
 FAR_FUTURE = 3600.0  # seconds: a delay no test outlives
 LONG_LEASE = 30.0
@@ -330,11 +317,6 @@ def wait_for_server_ms(client: connection.SyncClient, target: float, timeout: fl
         assert time.monotonic() < limit, f"server clock never reached {target}"
         time.sleep(0.0005)
     return now
-
-
-def ms(moment: datetime | None) -> int:
-    assert moment is not None
-    return round(moment.timestamp() * 1000)
 
 
 # -- driving a queue and the model in lockstep --------------------------------
@@ -1180,18 +1162,11 @@ class DependencyLockstep(Lockstep):
 
     def __init__(self, queue: SyncQueue, model: OrderModel) -> None:
         super().__init__(queue, model)
-        self.cursor = queue.read_events(None).cursor
+        self.events = EventIds(queue)
 
     def unblocked(self) -> list[str]:
         """The ids of the ``unblocked`` events since the last read, in stream order."""
-        ids: list[str] = []
-        while True:
-            page = self.queue.read_events(self.cursor)
-            assert page.missed == 0
-            self.cursor = page.cursor
-            ids += [e.job_id for e in page.events if e.kind == "unblocked" and e.job_id]
-            if not page.events:
-                return ids
+        return self.events.since_last("unblocked")
 
     def apply(self, op: Op) -> None:
         match op:

@@ -39,14 +39,13 @@ from echomq.job import Job, State
 from echomq.options import Ordering
 from echomq.reports import MaintenanceReport
 from echomq.steps import Next
+from integration.lockstep import CI, ORDERINGS, PROFILE, EventIds, ms
 from integration.test_order_model import (
-    CI,
-    ORDERINGS,
-    PROFILE,
     Add,
     Claim,
     Complete,
     Fail,
+    Maintain,
     Op,
     Release,
     Remove,
@@ -55,7 +54,6 @@ from integration.test_order_model import (
     Stall,
     completes,
     drop_queue,
-    ms,
     releases,
     removes,
 )
@@ -110,11 +108,6 @@ class ResumeSchedule:
 @dataclass(frozen=True)
 class Advance:
     ms: int
-
-
-@dataclass(frozen=True)
-class Maintain:
-    pass
 
 
 @dataclass(frozen=True)
@@ -183,7 +176,7 @@ class ScheduleLockstep:
         self.held: dict[str, Job] = {}
         self.ids: list[str] = []
         self.fired: dict[str, tuple[str, int]] = {}  # job id -> (schedule id, fire time)
-        self.cursor = queue.read_events(None).cursor
+        self.events = EventIds(queue)
 
     @property
     def now(self) -> int:
@@ -381,14 +374,7 @@ class ScheduleLockstep:
 
     def scheduled(self) -> list[str]:
         """The ids of the ``scheduled`` events since the last read, in stream order."""
-        ids: list[str] = []
-        while True:
-            page = self.queue.read_events(self.cursor)
-            assert page.missed == 0
-            self.cursor = page.cursor
-            ids += [e.job_id for e in page.events if e.kind == "scheduled" and e.job_id]
-            if not page.events:
-                return ids
+        return self.events.since_last("scheduled")
 
     def check_fired(self, outcomes: list[Any]) -> None:
         for outcome in outcomes:
