@@ -36,17 +36,19 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from clock import FrozenClock, libfaketime_path
+from clock import FrozenClock
+from clock import frozen_server as start_frozen_server
 from echomq.connection import URL_ENV
 from echomq.embedded import HOME_ENV, EmbeddedServer
 from localcluster import STEADY_NODE_TIMEOUT_MS, LocalCluster, require_cluster_binaries
-from prerequisites import PREFIX, missing
+from prerequisites import PREFIX
 from servers import KINDS, PrivateServer, ServerFactory, ServerPool, require_server
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]+")
@@ -195,14 +197,9 @@ def frozen_server(
     time and moves only when a test advances it."""
     kind: str = request.param
     require_server(kind)
-    library = libfaketime_path()
-    if library is None:
-        missing("libfaketime (the libfaketime wheel's library)", "pip install -e '.[dev]'")
     directory = tmp_path_factory.mktemp(f"frozen-{kind}")
-    start = (int(time.time()) // 60 + 1) * 60 * 1000
-    clock = FrozenClock(directory, start)
-    server = PrivateServer(kind, directory / "server", env=clock.environment(library))
-    server.start()
+    start = datetime.fromtimestamp((int(time.time()) // 60 + 1) * 60, UTC)
+    server, clock = start_frozen_server(kind, directory, start)
     try:
         yield FrozenServer(server, clock)
     finally:
