@@ -57,8 +57,12 @@ def _read(relative: str) -> str:
     return (_HERE / relative).read_text(encoding="utf-8")
 
 
-#: the first line of a body whose script includes ``fixed`` (includes/fixed.lua)
-START_CALL = "start_call(KEYS, ARGV)\n"
+#: the first line of a body whose script includes ``fixed`` (includes/fixed.lua):
+#: the per-call start, then the script's text as a function whose reply goes
+#: through end_call (so every ``return`` of the script passes there)
+START_CALL = "start_call(KEYS, ARGV) return end_call((function()\n"
+#: the line that closes what START_CALL opens
+END_CALL = "\nend)())\n"
 
 
 def _split(text: str) -> tuple[tuple[str, ...], str]:
@@ -66,7 +70,7 @@ def _split(text: str) -> tuple[tuple[str, ...], str]:
     without those lines, after the per-call start if it includes ``fixed``."""
     names = tuple(_INCLUDE.findall(text))
     body = _INCLUDE.sub("", text)
-    return names, (START_CALL + body if "fixed" in names else body)
+    return names, (START_CALL + body + END_CALL if "fixed" in names else body)
 
 
 def _included(names: tuple[str, ...]) -> str:

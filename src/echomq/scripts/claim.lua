@@ -274,6 +274,11 @@ local asked = n
 local queue_bound, queue_at
 n, queue_bound, queue_at = queue_allowance(now, n, #expired.ids)
 local seen = not paused and foresee_claim(due, expired, woken)
+-- The job fields the simulation read, by id: lease() below reads a job's
+-- hash only if the simulation did not. The writes between here and the
+-- rotation change two of those fields, patched in as they are made: the
+-- score of a promoted or renumbered job, the stall count of a returned one.
+local known = seen and seen.jobs or {}
 -- A quiet call writes nothing before its rotation (nothing due, expired,
 -- woken or renumbered): the rotation then finds what the simulation read,
 -- and takes it from there instead of reading it again.
@@ -283,6 +288,15 @@ end
 apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
 local freed = select(2, reap(expired, now))
+for i, id in ipairs(due.ids) do
+  if known[id] and due.scores then known[id][7] = due.scores[i] end
+end
+for i, id in ipairs(expired.ids) do
+  if known[id] then known[id][11] = fmt((tonumber(expired.fields[i][2]) or 0) + 1) end
+end
+for id, score in pairs(renamed) do
+  if known[id] then known[id][7] = score end
+end
 flush_lanes()
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
@@ -311,7 +325,7 @@ local expired = 0
 -- its expiry is dead instead; returns whether the job was leased.
 local function lease(id)
   local jk = job_key(id)
-  local h = seen and seen.jobs[id] or redis.call("HMGET", jk, unpack(LEASE_FIELDS))
+  local h = known[id] or redis.call("HMGET", jk, unpack(LEASE_FIELDS))
   if h[16] and tonumber(h[16]) <= now then
     emit("expired", id, h[4])
     bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")

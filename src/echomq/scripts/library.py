@@ -37,7 +37,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 
-from echomq.scripts import _HERE, START_CALL, _header, _included, all_scripts, include_order
+from echomq.scripts import _HERE, END_CALL, START_CALL, _header, _included, all_scripts, include_order
 from echomq.storage import FORMAT
 
 #: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
@@ -83,7 +83,9 @@ def version() -> str:
     """A hash of everything the library is built from: each script file and include as
     written, the stored format, the wrapper, the per-call start and the read-only set. Cheaper than
     building the library (a call names its function without building it)."""
-    digest = hashlib.sha1(f"{FORMAT}\n{_WRAPPER}\n{START_CALL}\n{sorted(READ_ONLY)}\n".encode())
+    digest = hashlib.sha1(
+        f"{FORMAT}\n{_WRAPPER}\n{START_CALL}{END_CALL}\n{sorted(READ_ONLY)}\n".encode()
+    )
     for path in sorted([*_HERE.glob("*.lua"), *_HERE.glob("includes/*.lua")]):
         digest.update(f"{path.relative_to(_HERE)}\n".encode())
         digest.update(path.read_bytes())

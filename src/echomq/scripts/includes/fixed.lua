@@ -92,8 +92,21 @@ local function on_call(reset)
   call_resets[#call_resets + 1] = reset
 end
 
+-- Lua's heap (KB) when this call started: end_call compares.
+local call_heap_kb
+-- A call whose work left more than SETTLE_KB of garbage on Lua's heap (one
+-- that handled thousands of jobs: add_many, claim(n) with a large n) runs a
+-- full collection before it returns, so that it pays for its own garbage:
+-- left to the collector's incremental steps, that garbage is freed during
+-- the calls that follow, and one small call (a claim of 50) then paid
+-- 10-20 ms for a claim(10000) before it (benchmarks/scale_latency.py).
+-- The reply of the call itself is still in use then: what the collector
+-- frees of it later is spread over the following calls' steps.
+local SETTLE_KB = 1024
+
 -- The first thing every call runs (the wrapper adds it: echomq/scripts/__init__.py).
 local function start_call(KEYS, ARGV)
+  call_heap_kb = collectgarbage("count")
   K_META, K_COUNTER, K_RING, K_TURN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   K_WEIGHTS, K_SERVED, K_DELAYED, K_RETRYING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
   K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
@@ -123,6 +136,12 @@ local function start_call(KEYS, ARGV)
     rate_per = tonumber(s.rate_per_ms),
   }
   for i = 1, #call_resets do call_resets[i]() end
+end
+
+-- The last thing every call runs, on its reply (the wrapper adds it).
+local function end_call(reply)
+  if collectgarbage("count") - call_heap_kb > SETTLE_KB then collectgarbage("collect") end
+  return reply
 end
 
 -- return codes (errors.SCRIPT_ERRORS)
