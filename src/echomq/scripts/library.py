@@ -37,7 +37,15 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 
-from echomq.scripts import _HERE, END_CALL, START_CALL, _header, _included, all_scripts, include_order
+from echomq.scripts import (
+    _HERE,
+    END_CALL,
+    START_CALL,
+    _header,
+    _included,
+    all_scripts,
+    include_order,
+)
 from echomq.storage import FORMAT
 
 #: scripts that write nothing: registered ``no-writes``, called with FCALL_RO.
