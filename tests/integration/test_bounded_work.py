@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 
 from echomq import Queue, SyncQueue
@@ -23,6 +24,7 @@ TIMED = budget("time", "TIMED_BUDGET")
 CLAIM_EXTRA = budget("time", "CLAIM_EXTRA")  # a claim of n handles n + CLAIM_EXTRA at most
 PRUNE = budget("retention", "PRUNE_BUDGET")
 EXPIRED = budget("time", "EXPIRED_BUDGET")  # jobs past their expiry one claim buries
+SETTLE_KB = budget("fixed", "SETTLE_KB")  # garbage (KB) a call collects before it returns
 #: how long a test waits for jobs to come due or leases to expire (a bounded poll).
 DEADLINE = 10.0
 
@@ -170,3 +172,30 @@ async def test_worker_maintenance_runs_again_at_once_while_leases_are_left_expir
         assert maintenance.next_run_in() > 30.0  # nothing left: the period
     finally:
         await q.close()
+
+
+#: a library of its own in the functions' Lua state: reports the heap (KB)
+_HEAP_PROBE = (
+    "#!lua name=echomq_test_heap\n"
+    "redis.register_function{function_name = 'echomq_test_heap', flags = {'no-writes'},\n"
+    "callback = function() return tostring(collectgarbage('count')) end}"
+)
+
+
+@pytest.mark.no_cluster("the probe reads the Lua heap of one server")
+def test_a_call_that_makes_much_garbage_collects_it_before_it_returns(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    """add_many of 5,000 jobs makes some 10 MB of Lua garbage (each job's fields and
+    arguments); end_call (includes/fixed.lua) collects it in the same call, so the
+    calls after it do not pay for it. What is left on the heap is the library, the
+    call's reply (5,000 ids, freed later) and the probe: well under 2 × SETTLE_KB."""
+    sq.add("warm", None)  # the library is loaded
+    redis_client.function_load(_HEAP_PROBE, replace=True)
+    try:
+        before = float(redis_client.fcall_ro("echomq_test_heap", 0))
+        sq.add_many([{"name": "j", "data": "x" * 100, "group": f"l{i % 7}"} for i in range(5000)])
+        after = float(redis_client.fcall_ro("echomq_test_heap", 0))
+    finally:
+        redis_client.function_delete("echomq_test_heap")
+    assert after - before < 2 * SETTLE_KB, (before, after)
