@@ -263,7 +263,7 @@ end
 -- (includes/time.lua), both read before the first write
 local due = read_due(now, claim_budget(n))
 local expired = read_expired(now, false, claim_budget(n))
-local renumber_step, meta = read_renumber(#due.ids)
+local renumber_step, meta = read_renumber(#due.ids, CLAIM_RENUMBER_BUDGET)
 local paused = meta[2] == "1"
 -- parked lanes whose throttle or rate window has ended
 local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)

@@ -26,6 +26,11 @@
 -- script's first write: read_renumber in the read phase, apply_renumber
 -- first in the write phase (before any job of the call moves).
 local RENUMBER_BUDGET = 200
+-- A claim's own step is smaller (it also leases up to n jobs): its base is
+-- CLAIM_RENUMBER_BUDGET. The 2 units per counter taken keep the renumbering
+-- ahead of the counter whatever the base; maintenance, which runs again at
+-- once while a renumbering is under way, and adds do the bulk of it.
+local CLAIM_RENUMBER_BUDGET = 50
 local RENUMBER_AT = 2147483648   -- 2^31 (REBASE_AT)
 
 -- Scan step: walk the served hash, the lanes it names and the active set from
@@ -98,16 +103,17 @@ local function read_compact(plan, next_counter)
 end
 
 -- Read phase: plan this call's step (nil: no renumbering). ``takes`` is how
--- many arrival counters the call may take. Also returns the meta hash's
+-- many arrival counters the call may take; ``base`` the step's budget before
+-- them (default RENUMBER_BUDGET). Also returns the meta hash's
 -- fields read in the same HMGET, for the caller: {ordering ("o", nil for a
 -- new queue), paused ("1" or nil)}.
-local function read_renumber(takes)
+local function read_renumber(takes, base)
   -- the ordering (as ordering() reads it) and the pause in the same read
   local state = redis.call("HMGET", K_META, "rn", "rnh", "rnl", "rnz", "rna", "rnn", "o",
     "paused")
   local meta = {state[7] or nil, state[8] or nil}
   if state[7] == "mint" then return nil, meta end
-  local plan = {budget = RENUMBER_BUDGET + 2 * takes, stage = state[1]}
+  local plan = {budget = (base or RENUMBER_BUDGET) + 2 * takes, stage = state[1]}
   if not plan.stage then
     if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then return nil, meta end
     -- an idle queue re-bases at its next arrival instead (includes/lanes.lua)
