@@ -28,8 +28,8 @@
 local RENUMBER_BUDGET = 200
 -- A claim's own step is smaller (it also leases up to n jobs): its base is
 -- CLAIM_RENUMBER_BUDGET. The 2 units per counter taken keep the renumbering
--- ahead of the counter whatever the base; maintenance, which runs again at
--- once while a renumbering is under way, and adds do the bulk of it.
+-- ahead of the counter whatever the base (docs/ordering.md); adds and
+-- maintenance runs do 200.
 local CLAIM_RENUMBER_BUDGET = 50
 local RENUMBER_AT = 2147483648   -- 2^31 (REBASE_AT)
 
