@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from echomq import Job, SyncQueue, score
+from echomq.scripts import budget
 from servers import KINDS, PrivateServer, ServerFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -31,6 +32,7 @@ BATCH = 10_000
 DELAYED = 100_000
 EXPIRED = 50_000
 WAITING = 200_000
+RENUMBER = budget("renumber", "RENUMBER_BUDGET")  # units of one maintenance run's step
 
 
 def fill(q: SyncQueue, count: int, **options: object) -> None:
@@ -131,10 +133,9 @@ def test_200k_waiting_jobs_are_renumbered_in_steps_near_the_counter_limit(
                 assert int(raw.get(q.engine.keys.counter) or 0) <= score.MAX_COUNTER
         assert served == list(range(extra))  # all, once, in arrival order
         assert renumbering_seen
-        # claims renumber 50 units a step, so maintenance finishes it: the
-        # 200,000 jobs (now active) in steps of 200 units, one scan and one
-        # compaction unit per job
-        for _ in range(2 * WAITING // 200 + 10):
+        # claims renumber in small steps, so maintenance finishes it: the
+        # 200,000 jobs (now active), one scan and one compaction unit per job
+        for _ in range(2 * WAITING // RENUMBER + 10):
             if raw.hget(q.engine.keys.meta, "rn") is None:
                 break
             q.maintain()
