@@ -67,7 +67,7 @@ local function lane_entries(due, expired)
   end
   for i, id in ipairs(expired.ids) do
     local f = expired.fields[i]
-    if f[1] and (tonumber(f[2]) or 0) + 1 <= OPT.max_stalls then put(f[3], id, f[4]) end
+    if f[1] and expired.stalls[i] <= OPT.max_stalls then put(f[3], id, f[4]) end
   end
   for _, list in pairs(entries) do
     table.sort(list, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
@@ -292,7 +292,7 @@ for i, id in ipairs(due.ids) do
   if known[id] and due.scores then known[id][7] = due.scores[i] end
 end
 for i, id in ipairs(expired.ids) do
-  if known[id] then known[id][11] = fmt((tonumber(expired.fields[i][2]) or 0) + 1) end
+  if known[id] then known[id][11] = fmt(expired.stalls[i]) end
 end
 for id, score in pairs(renamed) do
   if known[id] then known[id][7] = score end

@@ -95,13 +95,14 @@ end
 
 -- The expired leases this call will handle, earliest deadline first, with
 -- their hashes (and idempotency keys) read; nothing is written here.
--- fields[i] = {state, stalls, lane, score, idempotency key}. The dead set's
+-- fields[i] = {state, stalls, lane, score, idempotency key}, and stalls[i] the
+-- stall count ids[i] has once returned (its field st + 1). The dead set's
 -- pruning is planned too: always if ``prune_dead``, else only when this call
 -- buries a job.
 local function read_expired(now, prune_dead, limit)
   local expired = redis.call("ZRANGEBYSCORE", K_ACTIVE, "-inf", fmt(now), "LIMIT", 0,
     limit or TIMED_BUDGET)
-  local fields, lanes = {}, {}
+  local fields, lanes, stalls = {}, {}, {}
   local buried, freed = {}, {}
   for i, id in ipairs(expired) do
     local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn")
@@ -113,14 +114,15 @@ local function read_expired(now, prune_dead, limit)
       plan_recheck(f[3] or "")
     end
     fields[i] = f
-    if f[1] and (tonumber(f[2]) or 0) + 1 > OPT.max_stalls then buried[#buried + 1] = id end
+    stalls[i] = (tonumber(f[2]) or 0) + 1
+    if f[1] and stalls[i] > OPT.max_stalls then buried[#buried + 1] = id end
   end
   -- the dead set's pruning, planned now for the jobs this call buries
   local victims = {}
   if prune_dead or #buried > 0 then
     victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, buried)
   end
-  return {ids = expired, fields = fields, dead_victims = victims}
+  return {ids = expired, fields = fields, stalls = stalls, dead_victims = victims}
 end
 
 -- Return the leases read by read_expired: back to waiting at the old place
@@ -140,7 +142,7 @@ local function reap(plan, now)
       local lane = f[3] or ""
       if not freed[lane] then freed[#freed + 1] = lane end
       freed[lane] = (freed[lane] or 0) + 1
-      local stalls = (tonumber(f[2]) or 0) + 1
+      local stalls = plan.stalls[i]
       emit("stalled", id, f[3], "st", stalls)
       if stalls > OPT.max_stalls then
         local err = "stalled: lease expired " .. stalls .. " times"
