@@ -466,6 +466,11 @@ class Extras:
             self.rec.add("load_latency_fraction", found.fraction, "ratio")
             self.rec.add("load_latency_server_calls_per_job", found.calls_per_job, "calls/job")
             self.rec.add("load_latency_server_cpu_us_per_job", found.cpu_us_per_job, "us/job")
+            self.rec.add(
+                "load_latency_script_calls_per_job", found.script_calls_per_job, "calls/job"
+            )
+            if found.machine_busy is not None:
+                self.rec.add("load_latency_machine_busy", found.machine_busy, "ratio")
 
     async def wait_latency(self) -> None:
         """A job's final transition → ``wait()`` returns, in ms (wait_latency.py)."""

@@ -23,6 +23,7 @@ and drain together), which say where the time went when the worker falls
 behind.
 
     python benchmarks/load_latency.py [--server valkey|redis|valkey9] [--runs 3] [--seconds 5]
+        [--fraction 0.5]
 
 run.py takes the same figures through :func:`one_round` (echomq_bench.py
 extras). A measurement, not a test: nothing here asserts a speed.
@@ -63,6 +64,10 @@ class LoadRound:
     #: the server's commands and CPU µs per job while under load (adds and drain)
     calls_per_job: float
     cpu_us_per_job: float
+    #: script calls (adds, claims, completions) per job, and the share of all
+    #: CPUs' time the machine was busy under load (None off Linux)
+    script_calls_per_job: float
+    machine_busy: float | None
 
     @property
     def fraction(self) -> float:
@@ -99,6 +104,22 @@ async def max_rate(q: Queue, url: str, jobs: int, folder: Path) -> float | None:
     return float((tally["count"] - 1) / (tally["last"] - tally["first"]))
 
 
+def cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat; None where it is absent."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return None
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_between(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 async def offer(q: Queue, rate: float, seconds: float) -> tuple[int, float]:
     """Add ``rate * seconds`` jobs, each sent when due; (jobs, jobs/s reached)."""
     n = max(1, int(rate * seconds))
@@ -114,7 +135,9 @@ async def offer(q: Queue, rate: float, seconds: float) -> tuple[int, float]:
     return n, n / (time.monotonic() - start)
 
 
-async def one_round(url: str, max_jobs: int, seconds: float) -> LoadRound | None:
+async def one_round(
+    url: str, max_jobs: int, seconds: float, fraction: float = LOAD_FRACTION
+) -> LoadRound | None:
     """One round on an emptied server (the caller flushes it before); None if a
     worker gave no result."""
     folder = Path(tempfile.mkdtemp(prefix="emq-bench-load-"))
@@ -122,7 +145,7 @@ async def one_round(url: str, max_jobs: int, seconds: float) -> LoadRound | None
         top = await max_rate(q, url, max_jobs, folder)
         if top is None:
             return None
-        n = max(1, int(top * LOAD_FRACTION * seconds))
+        n = max(1, int(top * fraction * seconds))
         result = folder / "load.json"
         process = _start_worker(url, "latency", n + 1, result)
         probe = harness.ServerProbe(url)
@@ -130,7 +153,9 @@ async def one_round(url: str, max_jobs: int, seconds: float) -> LoadRound | None
             warm = await q.add("noop", {"i": -1, "p": 0})
             await q.wait(warm, timeout=START_TIMEOUT)  # the worker is up and idle
             with probe.measure() as box:
-                sent, reached = await offer(q, top * LOAD_FRACTION, seconds)
+                cpu_before = cpu_times()
+                sent, reached = await offer(q, top * fraction, seconds)
+                busy = busy_between(cpu_before, cpu_times())
                 tally = await asyncio.to_thread(_await_tally, process, result, 30 + sent / 100)
         finally:
             harness.stop_process(process)
@@ -144,6 +169,8 @@ async def one_round(url: str, max_jobs: int, seconds: float) -> LoadRound | None
         [x * 1000 for x in tally["latencies"]],
         work.total_calls / sent,
         work.cpu_us / sent,
+        work.script_calls / sent,
+        busy,
     )
 
 
@@ -152,6 +179,12 @@ def main() -> None:
     parser.add_argument("--server", default="valkey", choices=("valkey", "redis", "valkey9"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds under load per round")
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=LOAD_FRACTION,
+        help="the load, as a share of the measured maximum (default 0.5)",
+    )
     parser.add_argument("--max-jobs", type=int, default=10_000, help="jobs of the maximum's drain")
     args = parser.parse_args()
     rounds: list[LoadRound] = []
@@ -159,11 +192,11 @@ def main() -> None:
         probe = harness.ServerProbe(server.url)
         for _ in range(args.runs):
             probe.flush()
-            found = asyncio.run(one_round(server.url, args.max_jobs, args.seconds))
+            found = asyncio.run(one_round(server.url, args.max_jobs, args.seconds, args.fraction))
             if found is not None:
                 rounds.append(found)
         probe.close()
-    summary = {
+    summary: dict[str, Any] = {
         "bench": "load_latency",
         "server": server.label,
         "runs": len(rounds),
@@ -173,6 +206,10 @@ def main() -> None:
         "rate": [round(r.rate) for r in rounds],
         "server_calls_per_job": [round(r.calls_per_job, 2) for r in rounds],
         "server_cpu_us_per_job": [round(r.cpu_us_per_job, 1) for r in rounds],
+        "script_calls_per_job": [round(r.script_calls_per_job, 3) for r in rounds],
+        "machine_busy": [
+            None if r.machine_busy is None else round(r.machine_busy, 3) for r in rounds
+        ],
     }
     if rounds:
         summary["p50_ms_median"] = statistics.median(summary["p50_ms"])
