@@ -44,8 +44,6 @@ from echomq import Job, Queue, SyncQueue
 QUEUE = "bench"
 LOOP_BATCH = 50  # jobs claimed (and completed) per call by drain_batched_loop
 LEASE = 30.0
-#: hash-max-listpack-value when the server is left at its defaults (Valkey 8.1, 9.1, Redis 7)
-SERVER_DEFAULT_LISTPACK_VALUE = 64
 
 
 #: ECHOMQ_BENCH_BY_SHA=1 sends the scripts by EVALSHA instead of the function library
@@ -346,7 +344,7 @@ class Extras:
             per_job = await self._memory_round("composite", 100, n)
             self.rec.add("memory_bytes_per_waiting_job", per_job, "bytes")
             self.rec.add("memory_overhead_bytes_per_waiting_job", per_job - 100, "bytes")
-        client.config_set("hash-max-listpack-value", SERVER_DEFAULT_LISTPACK_VALUE)
+        client.config_set("hash-max-listpack-value", harness.SERVER_DEFAULT_LISTPACK_VALUE)
         try:
             for _ in range(self.runs):
                 for ordering, payload in report.MEMORY_CASES:

@@ -75,6 +75,8 @@ def server_binary(kind: str) -> str | None:
 
 #: hash-max-listpack-value of echomq's embedded server, used by the private servers too
 LISTPACK_VALUE = 1024
+#: hash-max-listpack-value when the server is left at its defaults (Valkey 8.1, 9.1, Redis 7)
+SERVER_DEFAULT_LISTPACK_VALUE = 64
 
 
 def free_port() -> int:

@@ -44,7 +44,6 @@ from echomq import Queue  # noqa: E402
 
 PAYLOAD = "x" * 98  # JSON-encoded: exactly 100 bytes
 SAMPLE = 100
-SERVER_DEFAULT_LISTPACK_VALUE = 64
 GROUP = "tenant-7"
 #: a queue holds at most this many schedules: the scheduled kind's count
 SCHEDULES = 1_000
@@ -108,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     with harness.BenchServer(args.server) as server:
         raw = redis.Redis.from_url(server.url, decode_responses=True)
-        raw.config_set("hash-max-listpack-value", SERVER_DEFAULT_LISTPACK_VALUE)
+        raw.config_set("hash-max-listpack-value", harness.SERVER_DEFAULT_LISTPACK_VALUE)
         for kind in ("plain", "options", "scheduled"):
             started = time.perf_counter()
             count = min(args.count, SCHEDULES) if kind == "scheduled" else args.count
