@@ -6,6 +6,7 @@ import pytest
 
 from echomq import SyncQueue, connection
 from echomq.sending import AsyncSender
+from echomq.sending.sender import Node
 from echomq.web import registry
 from echomq.web.registry import QueueRegistry, UnknownQueue
 
@@ -22,17 +23,36 @@ async def test_discovery_resumes_across_rounds_and_names_are_checked_at_once(
     monkeypatch.setattr(registry, "MAX_SCAN_CALLS", 2)  # ~20 keys per round
     client = connection.async_client(backend_url)
     try:
-        reg = QueueRegistry(AsyncSender(None, client, None))
+        sender = AsyncSender(None, client, None)
+        reg = QueueRegistry(sender)
         assert await reg.get(names[2])  # one EXISTS, no waiting for the walk
         with pytest.raises(UnknownQueue):
             await reg.get(queue_name + "-never")
-        # SCAN's COUNT is a hint and a cluster walks three primaries: allow slack
-        rounds, bound = 0, await client.dbsize() // 5 + 20
-        while not set(names) <= set(reg.names()):
+        # SCAN returns every key present for a whole walk of a node's cursor, so
+        # once every node's cursor has come back to 0 (one full pass) every queue
+        # must be listed; how many rounds that takes depends on the keyspace.
+        nodes = await sender.nodes()
+        finished: set[str] = set()
+        calls = 0
+        scan_page = sender.scan_page
+
+        async def counted(node: Node, cursor: int, match: str, count: int) -> tuple[int, list[str]]:
+            nonlocal calls
+            calls += 1
+            next_cursor, keys = await scan_page(node, cursor, match, count)
+            if next_cursor == 0:
+                finished.add(repr(node))
+            return next_cursor, keys
+
+        monkeypatch.setattr(sender, "scan_page", counted)
+        rounds, hang_guard = 0, 4 * await client.dbsize() + 1000  # not the property
+        while len(finished) < len(nodes):
             await reg.refresh()
             rounds += 1
-            assert rounds <= bound, "a full pass did not find every queue"
-        assert rounds > 0  # 120+ keys take more than one round of ~20
+            assert rounds <= hang_guard, "the walk never finished a pass"
+        assert set(names) <= set(reg.names()), "a full pass did not find every queue"
+        assert rounds > 1  # 120+ keys take more than one round of ~20
+        assert calls <= rounds * registry.MAX_SCAN_CALLS  # each round stops at its budget
     finally:
         await client.aclose()
 
