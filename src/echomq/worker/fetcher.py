@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from echomq.engine import Claimed
 from echomq.job import Job
 from echomq.queue import Queue
 from echomq.worker.maintenance import Maintenance
@@ -76,8 +77,12 @@ class Fetcher:
     async def claim(self, free: int) -> list[Job]:
         """Claim up to ``free`` jobs."""
         jobs = await self._queue.claim(free, self._lease)
-        self._retry_in = jobs.retry_in
+        self.took(jobs)
         return jobs
+
+    def took(self, jobs: Claimed) -> None:
+        """Note what a claim brought (its own, or one sent for it: Along)."""
+        self._retry_in = jobs.retry_in
 
     async def wait_and_claim(self, free: int) -> list[Job]:
         """Wait for the doorbell (or one maintenance interval, or this worker's stop
