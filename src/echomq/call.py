@@ -15,7 +15,7 @@ from typing import Any, Generic, Literal, TypeVar
 from echomq.scripts import Script
 from echomq.scripts.library import READ_ONLY, function_name
 
-T = TypeVar("T", covariant=True)  # a Call[int] serves where a Call[int | X] is asked for
+T = TypeVar("T")
 
 #: how a script call goes on the wire: as a function of the library (FCALL, or
 #: FCALL_RO for a read-only script), by SHA1 (EVALSHA), or with its source (EVAL).

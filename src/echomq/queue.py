@@ -8,7 +8,6 @@ from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 from echomq.call import Call
 from echomq.connection import AsyncClient
 from echomq.engine import AddOptions, Claimed, Engine, JobOptions, NewJob, Wake
-from echomq.errors import EchoMQError
 from echomq.events import Event
 from echomq.job import Job
 from echomq.sending import AsyncSender
@@ -140,21 +139,6 @@ class Queue(QueueShell[AsyncSender]):
         await self.client()
         wait = self.engine.wait_for_ring(worker_id, timeout, self.sender.longest_block())
         return await self.sender.send_after(wait, self.engine.claim(n, lease))
-
-    async def complete_and_claim(
-        self,
-        items: Sequence[tuple[Job, Any]],
-        n: int,
-        lease: float,
-        *,
-        encoded: bool = False,
-    ) -> tuple[list[EchoMQError | None] | Exception, Claimed | Exception]:
-        """``complete_many(items)`` then ``claim(n, lease)``, in one round trip on a
-        single server (side by side on a cluster), each with its own outcome:
-        its reply or the error it met. The worker's completions carry its next
-        claim this way (echomq.worker.completions)."""
-        complete = self.engine.complete_many(items, encoded=encoded)
-        return await self.sender.send_pair(complete, self.engine.claim(n, lease))
 
     async def drop(self) -> None:
         """Delete every key of this queue, a page per call (not atomic: stop its

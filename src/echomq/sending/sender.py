@@ -10,8 +10,6 @@ client and sends :class:`~echomq.call.Call` objects over it:
 - a durable call with ``WAIT`` on the same connection (:mod:`.durable`);
 - a blocking wait and the call that follows it in one pipeline
   (:meth:`AsyncSender.send_after`, the worker's doorbell);
-- two calls in one pipeline, each with its own outcome
-  (:meth:`AsyncSender.send_pair`, the worker's completions and next claim);
 - on a cluster, every call goes to the primary of the queue's slot (the
   cluster client routes by the first key).
 
@@ -22,7 +20,7 @@ format check, :mod:`echomq.storage`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator
 from typing import Any, Generic, TypeVar
 
 import redis.asyncio
@@ -153,28 +151,6 @@ class AsyncSender(_Sender[AsyncClient]):
             woke = await self._execute(client, wait)
             return woke, await self._execute(client, then)
 
-    async def send_pair(self, first: Call[T], then: Call[U]) -> tuple[T | Exception, U | Exception]:
-        """Send ``first`` and then ``then``, each with its own outcome: its parsed
-        reply, or the error it met (an error reply, or a connection error, which
-        both then share: either call may or may not have run).
-
-        On a single server both go in one pipeline (one round trip; the server
-        runs ``then`` right after ``first``). A cluster client sends them side
-        by side, as two callers would.
-        """
-        assert first.durable is None and then.durable is None, "a durable call goes alone"
-        client = await self.client()
-        if not isinstance(client, redis.asyncio.Redis):
-            one, two = _caught(self._execute(client, first)), _caught(self._execute(client, then))
-            return await asyncio.gather(one, two)
-        on_client = pipelines.on_async_client(client)
-        load = pipelines.load_with_async(on_client)
-        try:
-            replies = await scripts.send_async(on_client, load, self.scripts, [first, then])
-        except Exception as exc:
-            return exc, exc
-        return _parsed(first, replies[0]), _parsed(then, replies[1])
-
     async def nodes(self) -> list[Node]:
         """Every primary of a cluster (each holds its own keys), or [None] for one server."""
         client = await self.client()
@@ -257,18 +233,3 @@ class SyncSender(_Sender[SyncClient]):
         if self._client is not None and self._owns_client:
             self._client.close()
         self._client = None
-
-
-async def _caught(call: Awaitable[T]) -> T | Exception:
-    """What ``call`` returns, or the error it raised (a cancellation goes on)."""
-    try:
-        return await call
-    except Exception as exc:
-        return exc
-
-
-def _parsed(call: Call[T], reply: Any) -> T | Exception:
-    try:
-        return call.parse(pipelines.raised(reply))
-    except Exception as exc:
-        return exc

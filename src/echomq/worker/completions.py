@@ -5,23 +5,14 @@ Sending one script call per finished job makes the client's per-command cost
 sends the first completion at once, and every completion that arrives while
 a call is in flight goes into the next call together: no added latency for a
 lone job, one round trip per batch under load.
-
-A batch also carries the worker's next claim when the worker would claim
-now anyway (the slots the finished handlers freed; ``along``): the server
-runs the completions and then the claim, in one round trip instead of two
-side by side. The worker decides, and learns the claim's outcome, whatever
-it is (echomq.worker.worker, ``_Session.claim_along``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-from echomq.engine import Claimed
-from echomq.errors import EchoMQError, LeaseLost
+from echomq.errors import LeaseLost
 from echomq.job import Job, encode_payload
 from echomq.queue import Queue
 
@@ -31,23 +22,11 @@ MAX_BATCH = 500
 _Pending = tuple[Job, str, "asyncio.Future[None]"]  # job, result as JSON text, caller
 
 
-@dataclass(frozen=True)
-class Along:
-    """A claim of up to ``n`` jobs to send with a batch; ``took`` is always
-    awaited once with its outcome (None: the claim was not sent)."""
-
-    n: int
-    lease: float
-    took: Callable[[Claimed | Exception | None], Awaitable[None]]
-
-
 class CompletionBatcher:
-    """``await complete(job, result)`` behaves like ``queue.complete`` but shares
-    round trips; ``along()``, asked before each batch, may add a claim to it."""
+    """``await complete(job, result)`` behaves like ``queue.complete`` but shares round trips."""
 
-    def __init__(self, queue: Queue, along: Callable[[], Along | None] | None = None) -> None:
+    def __init__(self, queue: Queue) -> None:
         self._queue = queue
-        self._along = along
         self._pending: list[_Pending] = []
         self._sender: asyncio.Task[None] | None = None
 
@@ -80,25 +59,16 @@ class CompletionBatcher:
                 held.append((job, text, future))
         if not held:
             return
-        items = [(job, text) for job, text, _ in held]
-        along = self._along() if self._along is not None else None
-        claimed: Claimed | Exception | None = None
-        errors: list[EchoMQError | None] | Exception
         try:
-            try:
-                if along is None:
-                    errors = await self._queue.complete_many(items, encoded=True)
-                else:
-                    errors, claimed = await self._queue.complete_and_claim(
-                        items, along.n, along.lease, encoded=True
-                    )
-            except Exception as exc:  # the whole call failed: every caller sees it
-                errors = claimed = exc
-            for i, (_, _, future) in enumerate(held):  # (and each caller may retry)
-                _settle(future, errors if isinstance(errors, Exception) else errors[i])
-        finally:  # whatever happened (even a cancellation), the worker hears of its claim
-            if along is not None:
-                await along.took(claimed)
+            errors = await self._queue.complete_many(
+                [(job, text) for job, text, _ in held], encoded=True
+            )
+        except Exception as exc:  # the whole call failed: every caller sees it (and may retry)
+            for _, _, future in held:
+                _settle(future, exc)
+            return
+        for (_, _, future), error in zip(held, errors, strict=True):
+            _settle(future, error)
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:

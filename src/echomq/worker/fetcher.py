@@ -48,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from echomq.engine import Claimed
 from echomq.job import Job
 from echomq.queue import Queue
 from echomq.worker.maintenance import Maintenance
@@ -77,12 +76,8 @@ class Fetcher:
     async def claim(self, free: int) -> list[Job]:
         """Claim up to ``free`` jobs."""
         jobs = await self._queue.claim(free, self._lease)
-        self.took(jobs)
-        return jobs
-
-    def took(self, jobs: Claimed) -> None:
-        """Note what a claim brought (its own, or one sent for it: Along)."""
         self._retry_in = jobs.retry_in
+        return jobs
 
     async def wait_and_claim(self, free: int) -> list[Job]:
         """Wait for the doorbell (or one maintenance interval, or this worker's stop

@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Iterable, Sequence
 from typing import TypeVar
 
 from echomq import connection
-from echomq.engine import Claimed
 from echomq.errors import EchoMQError, InvalidOption, JobNotFound, LeaseLost
 from echomq.job import Job
 from echomq.options import (
@@ -42,7 +41,7 @@ from echomq.options import (
     check_weight,
 )
 from echomq.queue import Queue
-from echomq.worker.completions import Along, CompletionBatcher
+from echomq.worker.completions import CompletionBatcher
 from echomq.worker.executor import CANCEL_GRACE, Execution, Hook, Hooks, Runtime
 from echomq.worker.fetcher import Fetcher
 from echomq.worker.handlers import (
@@ -338,7 +337,6 @@ class _Session:
         self.executions: dict[str, Execution] = {}
         self.handling = 0  # executions whose handler has not finished
         self.reserved = 0  # slots the claim in flight may fill
-        self._along = 0  # slots the claim riding with completions may fill (claim_along)
         self.pool: SlotPool | None = None  # slots shared with other queues (Worker([q1, q2]))
         self.slot_freed = asyncio.Event()
         self.maintenance = Maintenance(queue, worker.maintenance_interval)
@@ -351,7 +349,7 @@ class _Session:
             queue, lease=worker.lease, interval=worker.heartbeat, on_lost=self._lease_lost
         )
         self.threads = DaemonThreads(keep=concurrency)
-        self.completions = CompletionBatcher(queue, self.claim_along)
+        self.completions = CompletionBatcher(queue)
         self.runtime = Runtime(
             queue,
             worker.specs,
@@ -441,8 +439,8 @@ class _Session:
         pool = self.pool
         if pool is None:
             free = self.concurrency - self.handling
-            if len(self.executions) >= 2 * self.concurrency or self._along:
-                free = 0  # (the claim riding with completions sets slot_freed when back)
+            if len(self.executions) >= 2 * self.concurrency:
+                free = 0
         else:
             free = pool.free_for(self)
         if free <= 0:
@@ -465,12 +463,8 @@ class _Session:
                 jobs = await _until(self.fetcher.claim(free), self.immediate)
             finally:
                 self.reserved = 0
-        if jobs is not None:
-            await self._took(jobs, free)
-
-    async def _took(self, jobs: list[Job], free: int) -> None:
-        """Start the jobs a claim of up to ``free`` brought (or give them back, if a
-        stop came meanwhile); a short claim means no backlog: wait for work next."""
+        if jobs is None:
+            return
         if self.stopping.is_set():  # claimed as the stop came: give them back at once
             await asyncio.gather(*(self._release(job) for job in jobs))
             return
@@ -478,36 +472,8 @@ class _Session:
             self._start(job)
         lent_before = self._short
         self._short = len(jobs) < free
-        if self.pool is not None and self._short and not lent_before:
-            self.pool.notify()  # this queue has no backlog: its unused slots may be borrowed
-
-    def claim_along(self) -> Along | None:
-        """The claim the next batch of completions may carry (one round trip for
-        both, echomq.worker.completions): the one the fetch loop would make now
-        for the slots the finished handlers freed. None when it would not claim
-        now (no free slot, no backlog: it waits on the doorbell instead, a claim
-        already in flight, a stop), or when the slots are shared with other
-        queues (the pool decides those claims)."""
-        if self.pool is not None or self._short or self.reserved or self._along:
-            return None
-        free = self.concurrency - self.handling
-        if free <= 0 or len(self.executions) >= 2 * self.concurrency or self.stopping.is_set():
-            return None
-        self._along = free
-        return Along(free, self.worker.lease, self._took_along)
-
-    async def _took_along(self, claimed: Claimed | Exception | None) -> None:
-        free, self._along = self._along, 0
-        try:
-            if isinstance(claimed, Claimed):
-                self.fetcher.took(claimed)
-                await self._took(claimed, free)
-            elif claimed is not None:  # the fetch loop claims again itself (and retries)
-                log.debug(
-                    "queue %s: a claim sent with completions failed: %s", self.queue.name, claimed
-                )
-        finally:
-            self.slot_freed.set()  # the fetch loop looks again
+        if pool is not None and self._short and not lent_before:
+            pool.notify()  # this queue has no backlog: its unused slots may be borrowed
 
     async def _wait_and_claim(self, free: int) -> list[Job] | None:
         """The fetcher's wait; a stop rings this worker's own stop bell to end it
