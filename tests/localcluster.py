@@ -231,7 +231,12 @@ class LocalCluster:
         with source.client(socket_timeout=10.0) as s:
             s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
             while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch):
-                s.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+                try:
+                    s.execute_command(
+                        "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys
+                    )
+                except redis.ResponseError as exc:  # e.g. BUSYKEY: say which key is on both
+                    raise AssertionError(f"MIGRATE: {exc}; {self._where(keys, s, target)}") from exc
                 moved += len(keys)
                 if pause:
                     time.sleep(pause)
@@ -240,6 +245,20 @@ class LocalCluster:
             with node.client() as client:
                 client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
         return moved
+
+    @staticmethod
+    def _where(keys: list[str], source: redis.Redis, target: PrivateServer) -> str:
+        """Each key's type and TTL on the source, and whether the target holds it."""
+        on_target = []
+        with target.client() as t:
+            for key in keys:
+                t.execute_command("ASKING")  # (good for the next command only)
+                on_target.append(t.exists(key))
+        rows = [
+            f"{k} ({source.type(k)!r}, pttl {source.pttl(k)}, on target: {bool(there)})"
+            for k, there in zip(keys, on_target, strict=True)
+        ]
+        return "; ".join(rows)
 
     def migrate_slot_atomic(
         self, slot: int, source: PrivateServer, target: PrivateServer, timeout: float = 30.0
