@@ -254,8 +254,15 @@ class LocalCluster:
             for key in keys:
                 t.execute_command("ASKING")  # (good for the next command only)
                 on_target.append(t.exists(key))
+
+        def on_source(key: str) -> str:
+            try:
+                return f"{source.type(key)!r}, pttl {source.pttl(key)}"
+            except redis.ResponseError as exc:  # ASK: moved before the batch failed
+                return f"not on the source: {exc}"
+
         rows = [
-            f"{k} ({source.type(k)!r}, pttl {source.pttl(k)}, on target: {bool(there)})"
+            f"{k} ({on_source(k)}, on target: {bool(there)})"
             for k, there in zip(keys, on_target, strict=True)
         ]
         return "; ".join(rows)
