@@ -20,7 +20,7 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,18 +219,27 @@ class LocalCluster:
         *,
         batch: int = 10,
         pause: float = 0.0,
+        first: Sequence[str] = (),
     ) -> int:
         """Move ``slot`` key by key (CLUSTER SETSLOT IMPORTING/MIGRATING, then
         GETKEYSINSLOT + MIGRATE ``batch`` keys at a time, ``pause`` seconds
-        between batches, then SETSLOT NODE on every primary). Returns the
-        number of keys moved."""
+        between batches, then SETSLOT NODE on every primary). The keys in
+        ``first`` move before all others (MIGRATE skips those the source does
+        not hold). Returns the number of keys sent."""
         source_id, target_id = self.node_id(source), self.node_id(target)
         with target.client() as t:
             t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
         moved = 0
         with source.client(socket_timeout=10.0) as s:
             s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
-            while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch):
+            chosen = [list(first[at : at + batch]) for at in range(0, len(first), batch)]
+
+            def next_batch() -> list[str]:
+                if chosen:
+                    return chosen.pop(0)
+                return list(s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch))
+
+            while keys := next_batch():
                 try:
                     s.execute_command(
                         "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys

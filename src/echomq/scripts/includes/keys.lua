@@ -8,21 +8,60 @@ local function queue_rate_key() return PREFIX .. "qrate" end
 local function dependents_key(id) return PREFIX .. "dependents:" .. id end
 
 -- Reading the data-dependent keys (read before write, includes/fixed.lua).
--- During a key-by-key slot migration a key of the queue's slot may already
--- be on the target node: the server refuses the read ("non local key") on
--- the source, and on the target (importing, ASKING) a key not yet moved
--- reads as missing. Both end the script with a TRYAGAIN error before anything
--- is written; cluster clients and the worker retry TRYAGAIN.
+-- During a key-by-key slot migration a key of the queue's slot may be on the
+-- other node:
+-- * on the source (the slot MIGRATING) a key that has moved already is
+--   refused ("non local key");
+-- * on the target (the slot IMPORTING, the client sent ASKING) a key that has
+--   not moved yet reads as missing, exactly like a key that exists nowhere.
+--   Taken for absent, it would be written anew here while it still exists on
+--   the source (a lane started again, an idempotency key reused, a job
+--   dropped), and the later MIGRATE of it fails with BUSYKEY. So a read that
+--   finds nothing asks the server once more with a second key of the slot
+--   (confirm_missing): the server refuses a command of several keys on a
+--   migrating or importing slot while one of them is missing, and accepts it
+--   on a stable slot, which holds every key of the queue. One such check
+--   per call is enough: the slot's state cannot change during a script.
+-- Both end the script with a TRYAGAIN error before anything is written;
+-- cluster clients and the worker retry TRYAGAIN. (So on the target, a call
+-- that needs a key that exists nowhere, such as a new job's hash, waits
+-- until the migration ends: docs/scaling.md.)
 local function try_again(why)
   error({err = "TRYAGAIN echomq: " .. why .. " (is the queue's slot being migrated?)"})
 end
 
-local function read_key(...)
-  local reply = redis.pcall(...)
+local slot_stable  -- per call: the server accepted a missing key with another: the slot is stable
+on_call(function() slot_stable = false end)
+
+-- Nothing found: a reply of nil, 0, only nils, an empty list or an empty scan page.
+local function finds_nothing(reply)
+  if reply == false or reply == 0 then return true end
+  if type(reply) ~= "table" then return false end
+  if type(reply[2]) == "table" then return #reply[2] == 0 end  -- {cursor, items}
+  for i = 1, #reply do
+    if reply[i] then return false end
+  end
+  return true
+end
+
+local function confirm_missing(key)
+  if slot_stable then return end
+  local reply = redis.pcall("EXISTS", K_META, key)
+  if type(reply) == "table" and reply.err then
+    try_again(key .. " is not on this node yet: " .. reply.err)
+  end
+  -- both exist (a hash without the fields read): that says nothing of the slot
+  if reply < 2 then slot_stable = true end
+end
+
+-- ``command`` is a read of one data-dependent key, the command's first key.
+local function read_key(command, key, ...)
+  local reply = redis.pcall(command, key, ...)
   if type(reply) == "table" and reply.err then
     if string.find(reply.err, "non local key", 1, true) then try_again(reply.err) end
     error(reply)
   end
+  if finds_nothing(reply) then confirm_missing(key) end
   return reply
 end
 
