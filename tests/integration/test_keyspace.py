@@ -14,7 +14,8 @@ from echomq.scripts import all_scripts, include_source
 def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis) -> None:
     keys = QueueKeys("mail.eu-1:x")
     lua = (
-        "local PREFIX = ARGV[1]\n"
+        # what includes/fixed.lua gives the includes after it
+        "local PREFIX, K_META = ARGV[1], nil\nlocal function on_call(reset) end\n"
         + include_source("keys")
         + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]),"
         + " rate_key(ARGV[3]), queue_rate_key()}"
