@@ -240,6 +240,49 @@ def _renumbering(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.claim(1, 30.0), _job_key(b, _waiting_ids(b, "a")[3])
 
 
+def _claim_past_expiry(b: Busy) -> tuple[Call[Any], str]:
+    """claim(1) meets a job past its expiry at the head of lane z: it buries it
+    and goes on to the next job, whose hash moved (the claim's simulation must
+    read on past a job it will not lease)."""
+    while got := b.q.claim(50, 30.0):
+        b.active += got
+    b.q.set_weight("z", 5)
+    b.q.add("first", group="z")
+    dies = b.q.add("dies", group="z", expires=0.05)
+    after = b.q.add("next", group="z")
+    b.active += b.q.claim(1, 30.0)  # lane z's turn goes on: the turn hash is stored
+    expiry = int(str(b.q.client().hget(_job_key(b, dies), "x")))
+    deadline = time.monotonic() + 10
+    while _server_ms(b) <= expiry:
+        assert time.monotonic() < deadline, "the server clock did not pass the expiry"
+        time.sleep(0.02)
+    return b.q.engine.claim(1, 30.0), _job_key(b, after)
+
+
+def _server_ms(b: Busy) -> int:
+    seconds, micros = b.q.client().time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _unpark_chained(b: Busy) -> tuple[Call[Any], str]:
+    """Lanes p and q, each at its concurrency cap, are parked, each anchored
+    after the other; completing the job of each puts p back into the ring and
+    then q after p: that reads lane p, which moved (the read phase must read
+    it: while p was parked, q's anchor chain did not reach its lane key)."""
+    while got := b.q.claim(50, 30.0):
+        b.active += got
+    for lane in ("p", "q"):
+        b.q.set_lane(lane, concurrency=1)
+        b.q.add_many([{"name": "x", "group": lane}, {"name": "y", "group": lane}])
+    pair = b.q.claim(2, 30.0)  # one of each: both lanes parked
+    assert [job.group for job in pair] == ["p", "q"]
+    b.q.set_weight("z", 5)
+    b.q.add_many([{"name": "z", "group": "z"} for _ in range(3)])
+    b.active += b.q.claim(1, 30.0)  # lane z's turn goes on: the turn hash is stored
+    b.active += pair  # the call below fails: they stay active
+    return b.q.engine.complete_many([(job, 1) for job in pair]), b.q.engine.keys.lane("p")
+
+
 def _queue_rate(b: Busy) -> tuple[Call[Any], str]:
     """Under a queue-wide rate the claim reads the queue's rate list: it moved."""
     b.q.configure(rate=(1000, 60))
@@ -281,6 +324,8 @@ def _lane_rate(b: Busy) -> tuple[Call[Any], str]:
 #: scenario -> (the script it sends, how to make the call and which key to move)
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "claim_queue_rate": ("claim", _queue_rate),
+    "claim_past_expiry": ("claim", _claim_past_expiry),
+    "complete_unparks_chained": ("completeMany", _unpark_chained),
     "configure_rate": ("configure", _configure_rate),
     "complete_releases": ("completeMany", _release_into_moved_lane),
     "complete_readers": ("completeMany", _release_to_moved_readers),

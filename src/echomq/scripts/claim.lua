@@ -45,10 +45,13 @@ local LEASE_FIELDS = {"n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st", 
 
 -- Read before write: run the rotation below on what the lanes will hold
 -- once this call's promotions and returned leases are in, without writing,
--- and read the hash of every job it would lease. A job hash that is not on
--- this server (a slot being migrated) then stops the script before anything
--- is written. Reads only; a claim that cannot be foreseen exactly (the
--- counter runs out during the promotion) skips it.
+-- and read the hash of every job it would pop (a job past its expiry is
+-- buried, not leased, as lease() does: the rotation goes on past it, and its
+-- idempotency key is read too). A job hash that is not on this server (a
+-- slot being migrated) then stops the script before anything is written.
+-- Reads only; a claim that cannot be foreseen exactly (due jobs whose
+-- arrival counters are not known without writing: past 2^31 or during a
+-- renumbering, includes/lanes.lua foresee_arrivals) skips it.
 local function lane_entries(due, expired)
   local entries = {}         -- lane -> {{score, id}, ...} entering this call
   local order = {}           -- lanes in the order their first entry comes
@@ -205,7 +208,8 @@ local function foresee_claim(due, expired, woken)
   local taken, size, weights, cursors = {}, {}, {}, {}
   local jobs = {}
   local remaining = n
-  while remaining > 0 and ring.len > 0 do
+  local dying = 0  -- jobs past their expiry: lease() buries them, up to EXPIRED_BUDGET
+  while remaining > 0 and ring.len > 0 and dying < EXPIRED_BUDGET do
     local lane = sim.head(ring)
     if not lane then break end
     local lk = lane_key(lane)
@@ -226,6 +230,7 @@ local function foresee_claim(due, expired, woken)
       if ring.len > 1 and left < take then take = left end
       if g.gated then take = 1 end
       local ids = take_next(cursors[lane], take)
+      local leased = 0
       for _, id in ipairs(ids) do
         -- the fields lease() reads: the job's hash is on this node if any is set
         local h = read_key("HMGET", job_key(id), unpack(LEASE_FIELDS))
@@ -233,11 +238,18 @@ local function foresee_claim(due, expired, woken)
         for i = 1, #LEASE_FIELDS do found = found or h[i] ~= false end
         if not found then missing_job(id) end
         jobs[id] = h
+        if h[16] and tonumber(h[16]) <= now then
+          -- as lease() will: buried, not leased (its idempotency key read now)
+          dying = dying + 1
+          if h[12] then read_key("EXISTS", idem_key(h[12])) end
+        else
+          leased = leased + 1
+        end
       end
       local got = #ids
       taken[lane] = taken[lane] + got
-      g.taken = g.taken + got
-      remaining = remaining - got
+      g.taken = g.taken + leased
+      remaining = remaining - leased
       if got < take or taken[lane] >= size[lane] then
         sim.pop(ring)
         turn_lane, left = false, nil

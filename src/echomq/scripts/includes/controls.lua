@@ -214,6 +214,8 @@ end
 -- Read phase of recheck(lane): reads what it may touch.
 local function plan_recheck(lane)
   if is_parked(lane) then
+    -- back in the ring, it may be the pivot of a lane rechecked after it
+    read_key("EXISTS", lane_key(lane))
     read_gate(lane)
     unpark_pivot(lane)
   end

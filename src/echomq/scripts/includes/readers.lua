@@ -26,9 +26,10 @@ local READERS = {budget = 100}  -- most readers checked per call
 -- Whether the completed job ``id`` is still needed by a dependent (plans in
 -- ``hold.forget`` the readers found finished, and in ``hold.drop`` the readers
 -- set of a job it lets go). Reads only: the job's field dn first, so a job
--- without dependents costs one HGET.
+-- without dependents costs one HMGET.
 function READERS.read(id, hold)
-  if not read_key("HGET", job_key(id), "dn") then return false end
+  -- (with s, which every job has: a job without dn is found, not probed)
+  if not read_key("HMGET", job_key(id), "dn", "s")[1] then return false end
   if read_key("SCARD", dependents_key(id)) > 0 then return true end
   local rk = readers_key(id)
   local size = read_key("SCARD", rk)

@@ -176,11 +176,13 @@ end
 -- and returns that plan, for a later bury(id, now, err, plan): cancel.lua
 -- reads it so before its first write (read before write). Without a plan
 -- bury reads it now, after earlier writes: a claim that meets a job past
--- its expiry is the one documented exception (docs/lifecycle.md). (One
+-- its expiry is the one documented exception (docs/lifecycle.md; the
+-- claim's simulation has read the job's hash and idempotency key, so what
+-- is left is the dead set's pruning). (One
 -- function, not two: claim.lua is near Lua's limit of 200 locals per chunk.)
 local function bury(id, now, err, burial)
   if not burial then
-    local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn")
+    local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn", "s")  -- s: found, not probed
     if f[1] then read_key("EXISTS", idem_key(f[1])) end
     burial = {fields = f, victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})}
     if not err then return burial end
