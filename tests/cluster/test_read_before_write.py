@@ -259,6 +259,14 @@ def _claim_past_expiry(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.claim(1, 30.0), _job_key(b, after)
 
 
+def _claim_buries_and_prunes(b: Busy) -> tuple[Call[Any], str]:
+    """As above, and the burial makes the dead set prune its oldest job (two
+    are kept): that job's hash moved."""
+    b.q.configure(keep_dead=2)
+    call, _ = _claim_past_expiry(b)
+    return call, _job_key(b, b.dead[0])
+
+
 def _server_ms(b: Busy) -> int:
     seconds, micros = b.q.client().time()
     return int(seconds) * 1000 + int(micros) // 1000
@@ -325,6 +333,7 @@ def _lane_rate(b: Busy) -> tuple[Call[Any], str]:
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "claim_queue_rate": ("claim", _queue_rate),
     "claim_past_expiry": ("claim", _claim_past_expiry),
+    "claim_past_expiry_prunes": ("claim", _claim_buries_and_prunes),
     "complete_unparks_chained": ("completeMany", _unpark_chained),
     "configure_rate": ("configure", _configure_rate),
     "complete_releases": ("completeMany", _release_into_moved_lane),

@@ -47,7 +47,7 @@ local LEASE_FIELDS = {"n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st", 
 -- once this call's promotions and returned leases are in, without writing,
 -- and read the hash of every job it would pop (a job past its expiry is
 -- buried, not leased, as lease() does: the rotation goes on past it, and its
--- idempotency key is read too). A job hash that is not on this server (a
+-- idempotency key and the dead set's pruning are read too). A job hash that is not on this server (a
 -- slot being migrated) then stops the script before anything is written.
 -- Reads only; a claim that cannot be foreseen exactly (due jobs whose
 -- arrival counters are not known without writing: past 2^31 or during a
@@ -208,8 +208,8 @@ local function foresee_claim(due, expired, woken)
   local taken, size, weights, cursors = {}, {}, {}, {}
   local jobs = {}
   local remaining = n
-  local dying = 0  -- jobs past their expiry: lease() buries them, up to EXPIRED_BUDGET
-  while remaining > 0 and ring.len > 0 and dying < EXPIRED_BUDGET do
+  local dying = {}  -- jobs past their expiry: lease() buries them, up to EXPIRED_BUDGET
+  while remaining > 0 and ring.len > 0 and #dying < EXPIRED_BUDGET do
     local lane = sim.head(ring)
     if not lane then break end
     local lk = lane_key(lane)
@@ -240,7 +240,7 @@ local function foresee_claim(due, expired, woken)
         jobs[id] = h
         if h[16] and tonumber(h[16]) <= now then
           -- as lease() will: buried, not leased (its idempotency key read now)
-          dying = dying + 1
+          dying[#dying + 1] = id
           if h[12] then read_key("EXISTS", idem_key(h[12])) end
         else
           leased = leased + 1
@@ -268,6 +268,9 @@ local function foresee_claim(due, expired, woken)
       end
     end
   end
+  -- the dead set's pruning as those burials will do it (one budget's worth,
+  -- read once here; bury() reads it again per job: docs/lifecycle.md)
+  if #dying > 0 then read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, dying) end
   return {ring_len = ring_len, head = ring.head, turn = turn, weights = weights, size = size,
     gates = gates, jobs = jobs}
 end
