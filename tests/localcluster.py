@@ -211,6 +211,14 @@ class LocalCluster:
 
     # -- resharding --------------------------------------------------------
 
+    def queue_move(self, queue: str) -> tuple[int, PrivateServer, PrivateServer]:
+        """``queue``'s slot, the primary serving it and another primary to move it to."""
+        with self.client() as client:
+            slot = int(client.keyslot(f"emq:{{{queue}}}:meta"))
+        source = self.primary_for_slot(slot)
+        assert source is not None, f"no primary serves slot {slot}"
+        return slot, source, next(p for p in self.primaries() if p.port != source.port)
+
     def migrate_slot_legacy(
         self,
         slot: int,

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import redis
 
+from clock import wait_past
 from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
@@ -150,15 +151,7 @@ class Migration:
             s.execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING", node_id(self.target))
         return self
 
-    def move(self, key: str) -> None:
-        with self.source.client() as s:
-            reply = s.execute_command(
-                "MIGRATE", "127.0.0.1", self.target.port, key, 0, MIGRATE_TIMEOUT_MS
-            )
-        assert reply in ("OK", b"OK"), f"MIGRATE {key}: {reply!r}"
-        self.moved.append(key)
-
-    def move_many(self, keys: list[str], batch: int = 100) -> None:
+    def move(self, *keys: str, batch: int = 100) -> None:
         head = ("MIGRATE", "127.0.0.1", self.target.port, "", 0, MIGRATE_TIMEOUT_MS, "KEYS")
         with self.source.client() as s:
             for at in range(0, len(keys), batch):
@@ -240,22 +233,22 @@ def _renumbering(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.claim(1, 30.0), _job_key(b, _waiting_ids(b, "a")[3])
 
 
+def _lease_every_waiting_job(b: Busy) -> None:
+    while got := b.q.claim(50, 30.0):
+        b.active += got
+
+
 def _claim_past_expiry(b: Busy) -> tuple[Call[Any], str]:
     """claim(1) meets a job past its expiry at the head of lane z: it buries it
     and goes on to the next job, whose hash moved (the claim's simulation must
     read on past a job it will not lease)."""
-    while got := b.q.claim(50, 30.0):
-        b.active += got
+    _lease_every_waiting_job(b)
     b.q.set_weight("z", 5)
     b.q.add("first", group="z")
     dies = b.q.add("dies", group="z", expires=0.05)
     after = b.q.add("next", group="z")
     b.active += b.q.claim(1, 30.0)  # lane z's turn goes on: the turn hash is stored
-    expiry = int(str(b.q.client().hget(_job_key(b, dies), "x")))
-    deadline = time.monotonic() + 10
-    while _server_ms(b) <= expiry:
-        assert time.monotonic() < deadline, "the server clock did not pass the expiry"
-        time.sleep(0.02)
+    wait_past(b.q.client(), int(str(b.q.client().hget(_job_key(b, dies), "x"))))
     return b.q.engine.claim(1, 30.0), _job_key(b, after)
 
 
@@ -267,18 +260,12 @@ def _claim_buries_and_prunes(b: Busy) -> tuple[Call[Any], str]:
     return call, _job_key(b, b.dead[0])
 
 
-def _server_ms(b: Busy) -> int:
-    seconds, micros = b.q.client().time()
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
 def _unpark_chained(b: Busy) -> tuple[Call[Any], str]:
     """Lanes p and q, each at its concurrency cap, are parked, each anchored
     after the other; completing the job of each puts p back into the ring and
     then q after p: that reads lane p, which moved (the read phase must read
     it: while p was parked, q's anchor chain did not reach its lane key)."""
-    while got := b.q.claim(50, 30.0):
-        b.active += got
+    _lease_every_waiting_job(b)
     for lane in ("p", "q"):
         b.q.set_lane(lane, concurrency=1)
         b.q.add_many([{"name": "x", "group": lane}, {"name": "y", "group": lane}])
@@ -449,11 +436,8 @@ def test_a_script_that_meets_a_moved_key_writes_nothing(
         assert call.script is not None and call.script.name == script
         keys = q.engine.keys
         with cluster.client() as rc:
-            slot = int(rc.keyslot(keys.meta))
             assert all(rc.exists(k) for k in keys.fixed()), "every fixed key must exist"
-        source = cluster.primary_for_slot(slot)
-        assert source is not None
-        target = next(p for p in cluster.primaries() if p.port != source.port)
+        slot, source, target = cluster.queue_move(queue_name)
         with Migration(source, target, slot) as migration:
             if moved_key:
                 migration.move(moved_key)
@@ -490,14 +474,10 @@ def test_on_the_importing_node_a_key_not_moved_yet_stops_the_script(
         script, scenario = SCENARIOS[name]
         call, left_key = scenario(busy)
         assert call.script is not None and call.script.name == script
-        with cluster.client() as rc:
-            slot = int(rc.keyslot(q.engine.keys.meta))
-        source = cluster.primary_for_slot(slot)
-        assert source is not None
-        target = next(p for p in cluster.primaries() if p.port != source.port)
+        slot, source, target = cluster.queue_move(queue_name)
         everything = [key for key in queue_state(source, queue_name) if key != left_key]
         with Migration(source, target, slot) as migration:
-            migration.move_many(everything)
+            migration.move(*everything)
             on_target = queue_state(target, queue_name, asking=True)
             on_source = queue_state(source, queue_name)
             assert set(on_source) == ({left_key} if left_key else set())
@@ -522,11 +502,7 @@ def test_the_fixed_keys_are_declared_so_the_server_checks_them_first(
     try:
         busy_queue(cluster, q)
         keys = q.engine.keys
-        with cluster.client() as rc:
-            slot = int(rc.keyslot(keys.meta))
-        source = cluster.primary_for_slot(slot)
-        assert source is not None
-        target = next(p for p in cluster.primaries() if p.port != source.port)
+        slot, source, target = cluster.queue_move(queue_name)
         with Migration(source, target, slot) as migration:
             migration.move(keys.ring)
             before = queue_state(source, queue_name)

@@ -166,12 +166,8 @@ def reshard_under_load(cluster: LocalCluster, name: str, migrate: Migrate) -> Ta
         producer.start()
         worker.start()
         wait_for_adds(tally, ADDS_BEFORE)
-        with cluster.client() as rc:
-            slot = int(rc.keyslot(producer_q.engine.keys.meta))
-        source = cluster.primary_for_slot(slot)
-        assert source is not None
-        target = next(p for p in cluster.primaries() if p.port != source.port)
-        migrate(cluster, slot, source, target, list(producer_q.engine.keys.fixed()))
+        slot, source, target = cluster.queue_move(name)
+        migrate(cluster, slot, source, target, producer_q.engine.keys.fixed())
         owner = cluster.primary_for_slot(slot)
         assert owner is not None and owner.port == target.port
         wait_for_adds(tally, len(tally.acked) + ADDS_AFTER)

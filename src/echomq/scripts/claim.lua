@@ -47,8 +47,9 @@ local LEASE_FIELDS = {"n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st", 
 -- once this call's promotions and returned leases are in, without writing,
 -- and read the hash of every job it would pop (a job past its expiry is
 -- buried, not leased, as lease() does: the rotation goes on past it, and its
--- idempotency key and the dead set's pruning are read too). A job hash that is not on this server (a
--- slot being migrated) then stops the script before anything is written.
+-- idempotency key and the dead set's pruning are read too). A job hash that
+-- is not on this server (a slot being migrated) then stops the script before
+-- anything is written.
 -- Reads only; a claim that cannot be foreseen exactly (due jobs whose
 -- arrival counters are not known without writing: past 2^31 or during a
 -- renumbering, includes/lanes.lua foresee_arrivals) skips it.

@@ -178,8 +178,9 @@ end
 -- bury reads it now, after earlier writes: a claim that meets a job past
 -- its expiry is the one documented exception (docs/lifecycle.md; the
 -- claim's simulation has read the job's hash, its idempotency key and one
--- budget of the dead set's pruning, so what is left is pruning beyond that). (One
--- function, not two: claim.lua is near Lua's limit of 200 locals per chunk.)
+-- budget of the dead set's pruning, so what is left is pruning beyond that).
+-- (One function, not two: claim.lua is near Lua's limit of 200 locals per
+-- chunk.)
 local function bury(id, now, err, burial)
   if not burial then
     local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn", "s")  -- s: found, not probed
