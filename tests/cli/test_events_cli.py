@@ -8,6 +8,8 @@ import signal
 import subprocess
 import threading
 
+import pytest
+
 from cli.clitools import CLI, RunCli, cli_env, one_line_error, queue_args, wait_for
 from echomq import SyncQueue
 
@@ -30,12 +32,29 @@ def test_events_print_the_retained_events_as_json_lines(cli: RunCli, sq: SyncQue
     assert "\x1b" not in text and "\\x1b[31m" in text  # escaped, never sent to the terminal
 
 
+def _ignore_sigint() -> None:
+    """In the child before exec: start it as ``nohup`` or ``cmd &`` would, SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    ("stop", "sigint_ignored"),
+    [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, True)],
+    ids=["sigint", "sigint-when-started-ignored", "sigterm"],
+)
 def test_events_follow_prints_new_events_until_interrupted(
-    backend_url: str, queue_name: str, sq: SyncQueue
+    backend_url: str, queue_name: str, sq: SyncQueue, stop: signal.Signals, sigint_ignored: bool
 ) -> None:
     before = sq.add("before")  # not printed: --follow alone starts from now
     argv = [*CLI, *queue_args(["events", "--follow", "--json"], backend_url, queue_name)]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=cli_env()) as proc:
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        preexec_fn=_ignore_sigint if sigint_ignored else None,
+    )
+    try:
         assert proc.stdout is not None
         lines: queue.Queue[str] = queue.Queue()
         out = proc.stdout
@@ -56,8 +75,14 @@ def test_events_follow_prints_new_events_until_interrupted(
         first = json.loads(lines.get())
         assert first["kind"] == "added" and first["job_id"] in added
         assert first["job_id"] != before
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=5) == 0
+        proc.send_signal(stop)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:  # never leave it running (nor the suite hanging)
+            proc.kill()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def test_a_bad_event_id_is_a_one_line_error(cli: RunCli) -> None:

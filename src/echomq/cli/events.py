@@ -23,6 +23,7 @@ from echomq.cli.common import (
     queue_options,
     when,
 )
+from echomq.cli.signals import stoppable
 from echomq.events import MISSED, Event
 from echomq.sync import SyncQueue
 
@@ -100,7 +101,8 @@ def events(follow: bool, after: str | None, as_json: bool, queue: str, url: str 
     with open_queue(queue, url) as q:
         stream = q.events(after) if follow else _retained(q, after or START)
         try:
-            for event in stream:
-                click.echo(show(event))
+            with stoppable():  # SIGINT/SIGTERM end it even if started with them ignored
+                for event in stream:
+                    click.echo(show(event))
         except KeyboardInterrupt:
             pass

@@ -22,6 +22,7 @@ from echomq.cli.common import (
     fail,
     json_option,
 )
+from echomq.cli.signals import stoppable
 from echomq.connection import URL_ENV, redact_url
 from echomq.embedded import EmbeddedServer, ServerStatus
 
@@ -136,7 +137,7 @@ def _tail(path: Path, lines: int) -> list[str]:
 def _follow(path: Path) -> None:
     """Print lines appended to ``path`` until Ctrl-C."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as f:
+        with stoppable(), path.open(encoding="utf-8", errors="replace") as f:
             f.seek(0, os.SEEK_END)
             while True:
                 line = f.readline()

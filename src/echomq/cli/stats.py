@@ -30,6 +30,7 @@ from echomq.cli.common import (
     watch_options,
 )
 from echomq.cli.queues import note_if_unused
+from echomq.cli.signals import stoppable
 from echomq.keys import lane_of
 from echomq.options import MAX_WEIGHT
 from echomq.reports import LaneInfo, QueueStats
@@ -110,14 +111,15 @@ def _watch(render: Callable[[], list[str]], interval: float) -> None:
     """Print ``render()`` every ``interval`` seconds until Ctrl-C (in place on a terminal)."""
     redraw = sys.stdout.isatty()
     try:
-        while True:
-            lines = render()
-            if redraw:
-                click.echo(_REDRAW, nl=False)
-            print_lines(lines)
-            if not redraw:
-                click.echo()
-            time.sleep(interval)
+        with stoppable():
+            while True:
+                lines = render()
+                if redraw:
+                    click.echo(_REDRAW, nl=False)
+                print_lines(lines)
+                if not redraw:
+                    click.echo()
+                time.sleep(interval)
     except KeyboardInterrupt:
         return
 
@@ -161,10 +163,11 @@ def _watch_json(q: SyncQueue, interval: float) -> None:
     """One JSON object per line per refresh, with ``rates`` (jobs/s; null at first)."""
     rates = Rates()
     try:
-        while True:
-            stats = q.stats()
-            _json_line({**stats.to_dict(), "rates": rates.update(stats)})
-            time.sleep(interval)
+        with stoppable():
+            while True:
+                stats = q.stats()
+                _json_line({**stats.to_dict(), "rates": rates.update(stats)})
+                time.sleep(interval)
     except KeyboardInterrupt:
         return
 
