@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from echomq.control import RateLimited, Retry, Unrecoverable, current_job
+from echomq.control import RateLimited, Retry, Unrecoverable, current_job, current_queue
 from echomq.errors import (
     DependencyFailed,
     EchoMQError,
@@ -86,6 +86,7 @@ __all__ = [
     "Worker",
     "__version__",
     "current_job",
+    "current_queue",
 ]
 
 

@@ -7,13 +7,15 @@
 - ``raise Unrecoverable("bad address")``: dead at once, whatever attempts
   remain (the message is the job's error).
 - ``current_job()``: the :class:`~echomq.job.Job` the calling handler runs
-  (its id, attempts, headers; ``set_progress``), from anywhere in the
-  handler's call stack, async or sync.
+  (its id, attempts, headers; ``set_progress``, ``dependency_results()``),
+  from anywhere in the handler's call stack, async or sync;
+  ``current_queue()``: the queue it runs on (``current_job().queue``).
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
+from typing import Any
 
 from echomq.errors import EchoMQError
 from echomq.job import Job
@@ -55,6 +57,17 @@ def current_job() -> Job:
     if job is None:
         raise EchoMQError("current_job() works only inside a handler run by a worker")
     return job
+
+
+def running_job() -> Job | None:
+    """The job the calling handler runs, or None outside a worker's handler."""
+    return _current.get()
+
+
+def current_queue() -> Any:
+    """The :class:`~echomq.Queue` the calling handler's job runs on
+    (``current_job().queue``): under the testing kit, the test's queue."""
+    return current_job().queue
 
 
 def set_current_job(job: Job | None) -> None:

@@ -61,6 +61,7 @@ from echomq.options import (
     check_int,
     check_job_name,
     check_key,
+    check_known,
     check_seconds,
     check_weight,
     delay_ms,
@@ -130,8 +131,12 @@ class AddOptions(JobOptions, total=False):
     durable: bool | None
 
 
+#: the keywords ``add`` takes besides name and data (any other is refused).
+JOB_OPTION_KEYS = frozenset(JobOptions.__annotations__)
+#: ``add``'s keywords (a job's options and ``durable``).
+ADD_OPTION_KEYS = frozenset(AddOptions.__annotations__)
 #: the keys an ``add_many`` item may have.
-ITEM_KEYS = frozenset({"name", "data", *JobOptions.__annotations__})
+ITEM_KEYS = frozenset({"name", "data", *JOB_OPTION_KEYS})
 
 
 @dataclass(slots=True)
@@ -146,6 +151,11 @@ class NewJob:
 SCRIPT_CODES = {exc: code for code, exc in SCRIPT_ERRORS.items()}
 #: the most jobs one job may depend on.
 MAX_DEPENDENCIES = 1000
+#: most dead jobs one retryDead call moves (retry_dead goes on in pages).
+RETRY_PAGE = 500
+#: most calls one retry_dead takes (its pages, and passes over jobs kept dead
+#: for a dependency a later page revived).
+MAX_RETRY_CALLS = 2_000
 #: ids of its dependents ``dependents()`` returns by default, and at most.
 DEPENDENTS_SHOWN = 20
 MAX_DEPENDENTS_SHOWN = 1000
@@ -270,6 +280,9 @@ class Engine:
         self.keys = QueueKeys(queue)
         self.durable = durable
         self.durable_timeout = check_durable_timeout(durable_timeout)
+        #: job name → the options of the task of that name made on this queue
+        #: object, applied to a job of that name added without them (new_job)
+        self.task_defaults: dict[str, JobOptions] = {}
         self._fixed = self.keys.fixed()
         self._block = [self.keys.prefix, *options.script_block()]
         # a job given no max_attempts carries -n: the stored setting, else n (add.lua)
@@ -307,7 +320,13 @@ class Engine:
         Hot in bulk adds (``job_id`` then comes from one batch of ids): defaults
         skip their conversions, and the queue's max_attempts was checked when
         its options were built."""
+        if options and not JOB_OPTION_KEYS.issuperset(options):
+            check_known("add", options, ADD_OPTION_KEYS)
         check_job_name(name)
+        if self.task_defaults:
+            task = self.task_defaults.get(name)
+            if task:
+                options = {**task, **options}
         tier = check_tier(options.get("priority", 0))
         lane = lane_of(options.get("group"))
         delay, run_at = options.get("delay"), options.get("run_at")
@@ -583,9 +602,18 @@ class Engine:
 
     def retry_dead(
         self, job_ids: Sequence[str] | None = None, limit: int = 1000
-    ) -> Call[list[str]]:
-        """Move dead jobs (given ids, else the oldest ``limit``) back to waiting."""
-        return self._dead_jobs("retryDead", job_ids, limit)
+    ) -> Call[list[str] | Next[list[str]]]:
+        """Move dead jobs (given ids, else the oldest ``limit``) back with fresh
+        attempts; returns the ids moved. A job added with ``depends_on`` goes back
+        to blocked while a dependency has not completed (one retried in the same
+        call included); it stays dead while a dependency is dead and not retried
+        with it, or gone before the job ever ran (retry its dependency with it).
+        Works in pages of RETRY_PAGE jobs, one script call each."""
+        check_int("limit", limit, 1, 100_000)
+        given = list(job_ids) if job_ids else None  # none (or []): the oldest ``limit``
+        for job_id in given or ():
+            ids.parse_id(job_id)
+        return _Revival(self, given, limit).first()
 
     def purge_dead(
         self, job_ids: Sequence[str] | None = None, limit: int = 1000
@@ -1022,13 +1050,16 @@ class Engine:
         rate: tuple[int, float] | Unset | None = UNSET,
         paused: bool | Unset = UNSET,
         max_waiting: int | Unset | None = UNSET,
+        throttle: float | Unset | None = UNSET,
     ) -> Call[None]:
         """Change one lane's controls (docs/ordering.md "Lane controls"): an omitted
         argument is left as it is, ``None`` removes that control. ``concurrency=k``:
         at most k jobs of the lane active at once; ``rate=(max, per_seconds)``: at
         most max claims start in any window of per_seconds; ``paused``: not served;
         ``max_waiting=n``: adds that would make the lane hold more than n waiting +
-        delayed jobs raise LaneFull."""
+        delayed jobs raise LaneFull; ``throttle=None`` lifts a throttle in force
+        (``throttle()`` / ``RateLimited``) at once and wakes an idle worker
+        (``throttle=seconds`` is ``throttle(group, seconds)``)."""
         lane = lane_of(group)
         pairs = encode_controls(
             weight=weight,
@@ -1036,10 +1067,11 @@ class Engine:
             rate=rate,
             paused=paused,
             max_waiting=max_waiting,
+            throttle=throttle,
         )
         if not pairs:
             raise InvalidOption(
-                "set_lane needs one of weight, concurrency, rate, paused, max_waiting"
+                "set_lane needs one of weight, concurrency, rate, paused, max_waiting, throttle"
             )
         return self._script("setLane", _none, lane, *pairs)
 
@@ -1128,6 +1160,53 @@ class Engine:
     def resume(self) -> Call[None]:
         """Serve claims again after ``pause``."""
         return Call(parse=_none, command=("HDEL", self.keys.meta, "paused"))
+
+
+class _Revival:
+    """One retry_dead in pages: a pass over the given ids (RETRY_PAGE per call) or
+    over the dead set from its oldest (the jobs a page kept dead stay in front:
+    the next page starts past them); then, while a pass moved some and kept some
+    dead for their dependencies, a pass over the kept ones (their dependency may
+    have been revived by a later page)."""
+
+    def __init__(self, engine: Engine, given: list[str] | None, limit: int) -> None:
+        self.engine, self.limit = engine, limit
+        self.todo = given
+        self.moved: list[str] = []
+        self.pass_moved = 0  # moved by the pass under way
+        self.kept: list[str] = []  # kept dead by the pass under way
+        self.offset = self.looked = 0
+
+    def first(self) -> Call[list[str] | Next[list[str]]]:
+        return self._page()
+
+    def _page(self) -> Call[list[str] | Next[list[str]]]:
+        if self.todo is None:  # the oldest dead jobs, from rank offset
+            page = min(RETRY_PAGE, self.limit - self.looked)
+            return self.engine._script(
+                "retryDead", partial(self._parse, page), str(page), str(self.offset)
+            )
+        chunk, self.todo = self.todo[:RETRY_PAGE], self.todo[RETRY_PAGE:]
+        return self.engine._script(
+            "retryDead", partial(self._parse, len(chunk)), str(RETRY_PAGE), "0", *chunk
+        )
+
+    def _parse(self, asked: int, reply: Any) -> list[str] | Next[list[str]]:
+        moved, kept, looked = list(reply[0]), list(reply[1]), int(reply[2])
+        self.moved += moved
+        self.pass_moved += len(moved)
+        self.kept += kept
+        if self.todo is None:
+            self.offset += len(kept)
+            self.looked += looked
+            if looked == asked and self.looked < self.limit:
+                return Next(self._page(), most=MAX_RETRY_CALLS)
+        elif self.todo:
+            return Next(self._page(), most=MAX_RETRY_CALLS)
+        if not (self.kept and self.pass_moved):
+            return self.moved
+        self.todo, self.kept, self.pass_moved = self.kept, [], 0  # another pass
+        return Next(self._page(), most=MAX_RETRY_CALLS)
 
 
 def _derived(call: Call[Any], parse: Callable[[Any], T]) -> Call[T]:

@@ -7,7 +7,9 @@ names; :meth:`Job.from_hash` maps them to the attributes of :class:`Job`, and
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import inspect
 import reprlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -115,6 +117,13 @@ def _int(raw: str | None, default: int = 0) -> int:
     return default if raw is None or raw == "" else int(raw)
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 #: how a worker stores a handler's progress report (Job.set_progress)
 ProgressSink = Callable[["Job", Any], Awaitable[None]]
 
@@ -152,6 +161,34 @@ class Job:
     fire_time: datetime | None = None  # that fire's time (server clock)
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
+    # the Queue (or SyncQueue) whose claim returned this job, and the event loop
+    # it claimed on (see Job.queue); not copied into a process-isolated task
+    _queue: Any = field(default=None, repr=False, compare=False)
+    _loop: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def queue(self) -> Any:
+        """The :class:`~echomq.Queue` (or SyncQueue) this job was claimed from: the
+        queue a handler's job runs on, whichever queue object the tasks module
+        made (a test queue under the testing kit). EchoMQError for a job not
+        claimed by this process (read by ``get``, or in a process-isolated task)."""
+        if self._queue is None:
+            raise EchoMQError(
+                f"job {self.id}: job.queue is known only for a job claimed in this process "
+                "(a handler's job; not in a process-isolated task)"
+            )
+        return self._queue
+
+    def dependency_results(self) -> Any:
+        """The results of the jobs this job depends on (``queue.dependency_results``
+        on the queue it runs on). An async handler awaits it; a sync handler, on a
+        worker thread, calls it plainly and gets the dict."""
+        queue = self.queue
+        result = queue.dependency_results(self.id)
+        loop = self._loop
+        if not inspect.iscoroutine(result) or loop is None or _running_loop() is loop:
+            return result
+        return asyncio.run_coroutine_threadsafe(result, loop).result()  # a worker thread
 
     def set_progress(self, value: Any) -> Awaitable[None]:
         """Report progress from inside a handler; ``get(id).progress`` shows it.

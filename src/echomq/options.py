@@ -12,7 +12,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypedDict
@@ -120,6 +120,17 @@ def check_int(what: str, value: object, low: int, high: int) -> int:
     if not _is_int(value) or not low <= value <= high:  # type: ignore[operator]
         raise InvalidOption(f"{what} {value!r} is out of range; allowed integers {low} … {high}")
     return value  # type: ignore[return-value]
+
+
+def check_known(what: str, given: Iterable[str], allowed: Iterable[str]) -> None:
+    """Refuse keywords outside ``allowed`` (a misspelled option), naming them and
+    the allowed ones: InvalidOption before anything is written."""
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise InvalidOption(
+            f"{what}: unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
 
 
 def check_seconds(what: str, value: object, low: float, high: float, *, open_low: bool) -> float:
@@ -311,9 +322,25 @@ class QueueOptions:
     def from_settings(cls, settings: QueueSettings) -> QueueOptions:
         """The options a queue was opened with: its settings over the defaults above."""
         given = dict(settings)
+        allowed = ("url", "client", "durable", "durable_timeout", *QueueSettings.__annotations__)
+        check_known("Queue", given, allowed)
         if given.get("backoff", 0) is None:
             del given["backoff"]
         return cls(**given)  # type: ignore[arg-type]
+
+    def settings(self) -> QueueSettings:
+        """These options as the constructor's keywords (a twin queue is made with them)."""
+        return QueueSettings(
+            ordering=self.ordering,
+            max_stalls=self.max_stalls,
+            keep_completed=self.keep_completed,
+            keep_completed_age=self.keep_completed_age,
+            keep_dead=self.keep_dead,
+            keep_dead_age=self.keep_dead_age,
+            max_payload=self.max_payload,
+            max_attempts=self.max_attempts,
+            backoff=self.backoff,
+        )
 
     def script_block(self) -> list[str]:
         """ARGV[2..6] of every script (ARGV[1] is the key prefix)."""

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.call import Call
 from echomq.connection import AsyncClient
 from echomq.engine import AddOptions, Claimed, Engine, JobOptions, NewJob, Wake
+from echomq.errors import EchoMQError
 from echomq.events import Event
 from echomq.job import Job
+from echomq.options import DEFAULT_LEASE
 from echomq.sending import AsyncSender
 from echomq.sending.batching import AddBatcher
 from echomq.sending.events import follow_async
 from echomq.sending.waiters import AsyncWaits
 from echomq.shell import QueueShell, sends_async, sends_steps_async
 from echomq.tasks import Task, TaskSettings, task_options
+
+if TYPE_CHECKING:
+    from echomq.sync import SyncQueue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,6 +39,8 @@ class Queue(QueueShell[AsyncSender]):
 
     def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> AsyncSender:
         self._adds = AddBatcher(self._add_batch)
+        self._shared_client = client is not None
+        self._blocking: SyncQueue | None = None
         sender = AsyncSender(url, client, greeting)
         self._waits = AsyncWaits(sender, self.engine.keys.done_channel)
         return sender
@@ -57,7 +65,39 @@ class Queue(QueueShell[AsyncSender]):
         return await self.sender.send(self.engine.add_jobs(jobs, durable=durable))
 
     add_many = sends_async(Engine.add_many)
-    claim = sends_async(Engine.claim)
+
+    async def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Claimed:
+        """Lease up to ``n`` waiting jobs for ``lease`` seconds (Engine.claim); each
+        knows this queue (``job.queue``)."""
+        return self._own(await self.sender.send(self.engine.claim(n, lease)))
+
+    def _own(self, jobs: Claimed) -> Claimed:
+        loop = asyncio.get_running_loop()
+        for job in jobs:
+            job._queue, job._loop = self, loop
+        return jobs
+
+    def blocking(self) -> SyncQueue:
+        """A :class:`~echomq.SyncQueue` of this queue (same name, server and
+        options), made on first use and closed with this queue: how blocking code
+        reaches it (``task.enqueue_sync``). Not for a Queue given ``client=``."""
+        if self._blocking is None:
+            from echomq.sync import SyncQueue
+
+            if self._shared_client:
+                raise EchoMQError(
+                    f"queue {self.name!r} was given a client: blocking code needs a "
+                    "SyncQueue of its own (or a Queue made with a url)"
+                )
+            self._blocking = SyncQueue(
+                self.name,
+                self.url,
+                durable=self.durable,
+                durable_timeout=self.durable_timeout,
+                **self.options.settings(),
+            )
+        return self._blocking
+
     complete = sends_async(Engine.complete)
     complete_many = sends_async(Engine.complete_many)
     fail = sends_async(Engine.fail)
@@ -69,7 +109,7 @@ class Queue(QueueShell[AsyncSender]):
     get = sends_async(Engine.get)
     jobs = sends_async(Engine.jobs)
     dead = sends_async(Engine.dead)
-    retry_dead = sends_async(Engine.retry_dead)
+    retry_dead = sends_steps_async(Engine.retry_dead)
     purge_dead = sends_async(Engine.purge_dead)
     set_weight = sends_async(Engine.set_weight)
     set_lane = sends_async(Engine.set_lane)
@@ -138,7 +178,8 @@ class Queue(QueueShell[AsyncSender]):
         ``retry_in`` when none could be claimed yet: engine.Claimed)."""
         await self.client()
         wait = self.engine.wait_for_ring(worker_id, timeout, self.sender.longest_block())
-        return await self.sender.send_after(wait, self.engine.claim(n, lease))
+        woke, jobs = await self.sender.send_after(wait, self.engine.claim(n, lease))
+        return woke, self._own(jobs)
 
     async def drop(self) -> None:
         """Delete every key of this queue, a page per call (not atomic: stop its
@@ -148,6 +189,8 @@ class Queue(QueueShell[AsyncSender]):
             cursor = await self.sender.send(self.engine.drop_page(cursor))
 
     async def close(self) -> None:
+        if self._blocking is not None:
+            self._blocking.close()
         await self._waits.close()
         await self.sender.close()
 

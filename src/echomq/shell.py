@@ -11,13 +11,16 @@ written once.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack, cast
 
 from echomq.call import Call
-from echomq.engine import Engine
+from echomq.engine import Engine, JobOptions
 from echomq.options import DEFAULT_DURABLE_TIMEOUT, QueueOptions, QueueSettings
 from echomq.sending import AsyncSender, SyncSender
 from echomq.steps import Next, next_call
+
+if TYPE_CHECKING:
+    from echomq.tasks import AnyTask
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -47,7 +50,17 @@ class QueueShell(Generic[SenderT]):
         options = QueueOptions.from_settings(settings)
         self.engine = Engine(name, options, durable=durable, durable_timeout=durable_timeout)
         self.name = name
+        #: the tasks made on this queue object (``q.task``), by name
+        self.tasks: dict[str, AnyTask] = {}
         self.sender = self._make_sender(url, client, self.engine.check_format())
+
+    def register_task(self, task: AnyTask) -> None:
+        """Record a task made on this queue: a job of its name added by hand
+        (``add``, ``add_many``) gets the task's plain options (max_attempts,
+        expires, a fixed priority or group), and a handler's follow-up
+        enqueues find their queue (Task.home)."""
+        self.tasks[task.name] = task
+        self.engine.task_defaults[task.name] = cast(JobOptions, task.job_defaults())
 
     def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> SenderT:
         raise NotImplementedError

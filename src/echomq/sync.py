@@ -7,9 +7,10 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.call import Call
 from echomq.connection import SyncClient
-from echomq.engine import Engine
+from echomq.engine import Claimed, Engine
 from echomq.events import Event
 from echomq.job import Job
+from echomq.options import DEFAULT_LEASE
 from echomq.sending import SyncSender
 from echomq.sending.events import follow
 from echomq.sending.waiters import SyncWaits
@@ -37,7 +38,15 @@ class SyncQueue(QueueShell[SyncSender]):
 
     add = sends(Engine.add)
     add_many = sends(Engine.add_many)
-    claim = sends(Engine.claim)
+
+    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Claimed:
+        """Lease up to ``n`` waiting jobs for ``lease`` seconds (Engine.claim); each
+        knows this queue (``job.queue``)."""
+        jobs = self.sender.send(self.engine.claim(n, lease))
+        for job in jobs:
+            job._queue = self
+        return jobs
+
     complete = sends(Engine.complete)
     complete_many = sends(Engine.complete_many)
     fail = sends(Engine.fail)
@@ -49,7 +58,7 @@ class SyncQueue(QueueShell[SyncSender]):
     get = sends(Engine.get)
     jobs = sends(Engine.jobs)
     dead = sends(Engine.dead)
-    retry_dead = sends(Engine.retry_dead)
+    retry_dead = sends_steps(Engine.retry_dead)
     purge_dead = sends(Engine.purge_dead)
     set_weight = sends(Engine.set_weight)
     set_lane = sends(Engine.set_lane)

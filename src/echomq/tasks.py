@@ -24,13 +24,15 @@ The worker side (how a task's options reach its runs) is
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
-from echomq.errors import InvalidOption
+from echomq.control import Unrecoverable, running_job
+from echomq.errors import EchoMQError, InvalidOption
 from echomq.job import Job
 from echomq.options import (
     MAX_ATTEMPTS,
@@ -39,6 +41,7 @@ from echomq.options import (
     Backoff,
     check_int,
     check_job_name,
+    check_known,
     check_seconds,
 )
 
@@ -69,6 +72,12 @@ class CallOptions(TypedDict, total=False):
     max_attempts: int | None
     expires: float | None
     headers: Mapping[str, str] | None
+    depends_on: Sequence[str] | None
+    on_dependency_failure: Literal["dead", "run"] | None
+
+
+#: ``enqueue_with``'s keywords (any other is refused).
+CALL_OPTION_KEYS = frozenset(CallOptions.__annotations__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +141,49 @@ class BaseTask(Generic[P, R]):
         build the job it enqueues; ``enqueue_many`` takes a list of these."""
         return Prepared(self._item(args, kwargs, {}))
 
+    def job_defaults(self) -> dict[str, Any]:
+        """The options its queue applies to a job of this name added by hand
+        (``q.add(name, ...)``, an ``add_many`` item): a function-valued priority
+        or group needs the call's arguments, so only the plain ones."""
+        opts = self.options
+        found = {
+            "max_attempts": opts.max_attempts,
+            "expires": opts.expires,
+            "priority": None if callable(opts.priority) else opts.priority,
+            "group": None if callable(opts.group) else opts.group,
+        }
+        return {name: value for name, value in found.items() if value is not None}
+
     def run_job(self, job: Job) -> Any:
-        """Call the function with the arguments stored in ``job`` (the worker does)."""
-        data = job.data if isinstance(job.data, dict) else {}
-        return self.fn(*data.get("args", ()), **data.get("kwargs", {}))
+        """Call the function with the arguments stored in ``job`` (the worker does).
+
+        Arguments that cannot be the function's (a job added by hand with other
+        data, or for an older signature) raise Unrecoverable naming the
+        signature: no retry can fix them, so the job is dead at once."""
+        args, kwargs = self._arguments(job.data)
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise Unrecoverable(
+                f"{self.name}{_shown(self._signature)}: {exc} (job data {_short(job.data)})"
+            ) from None
+        return self.fn(*bound.args, **bound.kwargs)
+
+    def _arguments(self, data: Any) -> tuple[list[Any], dict[str, Any]]:
+        if data is None:
+            return [], {}
+        args = data.get("args", []) if isinstance(data, dict) else None
+        kwargs = data.get("kwargs", {}) if isinstance(data, dict) else None
+        if (
+            not isinstance(args, list)
+            or not isinstance(kwargs, dict)
+            or not set(data).issubset(("args", "kwargs"))
+        ):
+            raise Unrecoverable(
+                f"{self.name}{_shown(self._signature)}: job data {_short(data)} is not a task's "
+                'arguments; a task job\'s data is {"args": [...], "kwargs": {...}}'
+            )
+        return args, kwargs
 
     def _item(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any], call: CallOptions
@@ -189,6 +237,27 @@ class BaseTask(Generic[P, R]):
         return items
 
 
+class _Annotation(str):
+    """An annotation kept as text (``from __future__ import annotations``), shown bare."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """``(to: str, subject: str = 'hi')``: a signature for an error message."""
+    params = [
+        p.replace(annotation=_Annotation(p.annotation)) if isinstance(p.annotation, str) else p
+        for p in signature.parameters.values()
+    ]
+    return str(signature.replace(parameters=params, return_annotation=inspect.Signature.empty))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
 def _headers(given: Mapping[str, str] | None) -> dict[str, str]:
     headers: dict[str, str] = {}
     for source in header_sources:
@@ -211,27 +280,82 @@ def _check_importable(fn: Callable[..., Any], is_async: bool) -> None:
 
 
 class Task(BaseTask[P, R]):
-    """A task of an asyncio :class:`~echomq.queue.Queue`."""
+    """A task of an asyncio :class:`~echomq.queue.Queue`.
+
+    ``await t.enqueue(...)`` in async code; ``t.enqueue_sync(...)`` in blocking
+    code (a Django view, a script, a sync handler). Calling ``t.enqueue(...)``
+    where no event loop runs raises at once (it would return a coroutine that
+    nobody awaits, and no job would be added)."""
 
     def __init__(self, queue: Queue, fn: Callable[P, R], options: TaskOptions) -> None:
         super().__init__(fn, options)
         self.queue = queue
+        queue.register_task(self)
 
-    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Add a job that calls the function with these arguments; returns its id
-        (enqueues issued while another add is in flight share its call)."""
-        return await self.queue.add(**self._item(args, kwargs, {}))
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, str]:
+        """Add a job that calls the function with these arguments; await it for its
+        id (enqueues issued while another add is in flight share its call). From
+        inside a handler it goes to the queue that handler's job runs on
+        (:meth:`home`)."""
+        _need_loop(self.name, "enqueue")
+        return self.home().add(**self._item(args, kwargs, {}))
+
+    def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """``enqueue`` for blocking code: adds the job and returns its id (through
+        the queue's blocking twin, ``Queue.blocking()``; on a worker's thread,
+        through the worker's own queue). Refused where an event loop runs."""
+        return _add_blocking(self, self._item(args, kwargs, {}))
 
     def enqueue_with(self, **options: Unpack[CallOptions]) -> Enqueuer[P]:
-        """This task with one call's options: ``await t.enqueue_with(delay=5).enqueue(x)``."""
+        """This task with one call's options: ``await t.enqueue_with(delay=5).enqueue(x)``
+        (``depends_on=[ids]`` too). An unknown option raises InvalidOption here."""
+        check_known("enqueue_with", options, CALL_OPTION_KEYS)
         return Enqueuer(self, options)
 
-    async def enqueue_many(
+    def enqueue_many(
         self, calls: Iterable[Prepared | tuple[Any, ...] | Mapping[str, Any]]
-    ) -> list[str]:
+    ) -> Coroutine[Any, Any, list[str]]:
         """Add one job per call in one round trip: ``task.prepare(...)`` (typed), a
         tuple of positional arguments or a mapping of keyword arguments."""
-        return await self.queue.add_many(self._items(calls))
+        _need_loop(self.name, "enqueue_many")
+        return self.home().add_many(self._items(calls))
+
+    async def schedule(
+        self,
+        schedule_id: str,
+        call: Prepared | None = None,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        tz: str = "UTC",
+        skip_if_running: bool = False,
+        catch_up: bool = True,
+    ) -> datetime | None:
+        """Create or replace schedule ``schedule_id`` firing this task with the
+        arguments of ``call`` (``t.prepare(...)``; None: no arguments), its
+        priority, group and max_attempts applied as ``enqueue`` would
+        (``Queue.schedule`` has the timing rules). The reply is the next fire time."""
+        fields = _schedule_fields(self, call)
+        return await self.home().schedule(
+            schedule_id,
+            cron=cron,
+            every=every,
+            tz=tz,
+            skip_if_running=skip_if_running,
+            catch_up=catch_up,
+            **fields,
+        )
+
+    def home(self) -> Queue:
+        """The queue an enqueue from here goes to: this task's queue, except inside a
+        handler run from another queue object of the same tasks (the testing kit's
+        queue, a worker's second Queue), where it is the queue that job runs on."""
+        job = running_job()
+        if job is None or job._queue is None or job._queue is self.queue:
+            return self.queue
+        if job.name in self.queue.tasks:  # the running task is one of this queue's
+            return job._queue  # type: ignore[no-any-return]
+        return self.queue
 
 
 class Enqueuer(Generic[P]):
@@ -241,8 +365,67 @@ class Enqueuer(Generic[P]):
         self._task = task
         self._options = options
 
-    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        return await self._task.queue.add(**self._task._item(args, kwargs, self._options))
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, str]:
+        _need_loop(self._task.name, "enqueue")
+        return self._task.home().add(**self._task._item(args, kwargs, self._options))
+
+    def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        return _add_blocking(self._task, self._task._item(args, kwargs, self._options))
+
+
+def _need_loop(name: str, method: str) -> None:
+    """Refuse an async enqueue where no event loop runs: its coroutine could never
+    be awaited there, and no job would be added (only a warning at collection)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise EchoMQError(
+            f"{name}.{method}(...) is a coroutine and no event loop runs here: in async "
+            f"code await it; from blocking code call {method}_sync(...) "
+            "(or make the task on a SyncQueue)"
+        ) from None
+
+
+def _add_blocking(task: Task[Any, Any], item: dict[str, Any]) -> str:
+    """Add ``item`` to the task's queue from blocking code (Task.enqueue_sync)."""
+    target = task.home()
+    job = running_job()
+    loop = _running_loop()
+    if job is not None and target is job._queue and job._loop is not None:
+        if loop is job._loop:
+            raise EchoMQError(
+                f"{task.name}.enqueue_sync(...) would block the worker's event loop: "
+                f"await {task.name}.enqueue(...) in an async handler"
+            )
+        added: str = asyncio.run_coroutine_threadsafe(target.add(**item), job._loop).result()
+        return added
+    if loop is not None:
+        raise EchoMQError(
+            f"{task.name}.enqueue_sync(...) blocks, and an event loop runs in this thread: "
+            f"await {task.name}.enqueue(...) instead"
+        )
+    return target.blocking().add(**item)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _schedule_fields(task: BaseTask[Any, Any], call: Prepared | None) -> dict[str, Any]:
+    """``Queue.schedule``'s job fields for a task's call (its options applied)."""
+    item = (call if call is not None else task.prepare()).item
+    if item.get("name") != task.name:
+        raise InvalidOption(f"schedule: {call!r:.80} was prepared by another task")
+    return {
+        "name": task.name,
+        "data": item.get("data"),
+        "priority": item.get("priority", 0),
+        "group": item.get("group"),
+        "max_attempts": item.get("max_attempts"),
+    }
 
 
 class SyncTask(BaseTask[P, R]):
@@ -251,6 +434,7 @@ class SyncTask(BaseTask[P, R]):
     def __init__(self, queue: SyncQueue, fn: Callable[P, R], options: TaskOptions) -> None:
         super().__init__(fn, options)
         self.queue = queue
+        queue.register_task(self)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Add a job that calls the function with these arguments; returns its id."""
@@ -258,6 +442,7 @@ class SyncTask(BaseTask[P, R]):
 
     def enqueue_with(self, **options: Unpack[CallOptions]) -> SyncEnqueuer[P]:
         """This task with one call's options: ``t.enqueue_with(delay=5).enqueue(x)``."""
+        check_known("enqueue_with", options, CALL_OPTION_KEYS)
         return SyncEnqueuer(self, options)
 
     def enqueue_many(
@@ -265,6 +450,28 @@ class SyncTask(BaseTask[P, R]):
     ) -> list[str]:
         """Add one job per call in one round trip (see Task.enqueue_many)."""
         return self.queue.add_many(self._items(calls))
+
+    def schedule(
+        self,
+        schedule_id: str,
+        call: Prepared | None = None,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        tz: str = "UTC",
+        skip_if_running: bool = False,
+        catch_up: bool = True,
+    ) -> datetime | None:
+        """Create or replace a schedule firing this task (see Task.schedule)."""
+        return self.queue.schedule(
+            schedule_id,
+            cron=cron,
+            every=every,
+            tz=tz,
+            skip_if_running=skip_if_running,
+            catch_up=catch_up,
+            **_schedule_fields(self, call),
+        )
 
 
 class SyncEnqueuer(Generic[P]):
@@ -294,6 +501,7 @@ class TaskSettings(TypedDict, total=False):
 def task_options(fn: Callable[..., Any], settings: TaskSettings) -> TaskOptions:
     """The options of a task made from ``fn``; the default name is ``module.qualname``."""
     given = dict(settings)
+    check_known("task", given, TaskSettings.__annotations__)
     name = given.pop("name", None) or f"{fn.__module__}.{fn.__qualname__}"
     return TaskOptions(name=name, **given)  # type: ignore[arg-type]
 
