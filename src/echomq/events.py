@@ -37,6 +37,7 @@ KINDS = (
     "dead",
     "requeued",
     "removed",
+    "unthrottled",
 )
 #: the kind of the notice a reader gets when events after its cursor were trimmed.
 MISSED = "missed"
@@ -72,7 +73,8 @@ class Event:
 
     ``kind``: one of :data:`KINDS`, or ``missed``: events after the reader's
     cursor were trimmed before it read them (``skipped`` says how many; the
-    reader goes on at the oldest retained event). ``id``: the event's number
+    reader goes on at the oldest retained event). ``job_id`` is None for an
+    event of a lane, not a job (``unthrottled``). ``id``: the event's number
     in the stream, as text, to resume after with ``q.events(after=id)``.
     ``at``: the server time of the transition. The other fields are set where
     the kind carries them (else None): ``attempt`` (claimed, retrying, dead),
@@ -145,7 +147,7 @@ def parse_entry(entry: Sequence[Any], after: int = 0) -> list[Event]:
     kinds, ids, lanes = (fields[c].split(" ") for c in ("k", "j", "g"))
     extras = _extras(fields, size)
     return [
-        Event(kinds[i], ids[i], lanes[i] or None, at, str(first + i), **extras[i])
+        Event(kinds[i], ids[i] or None, lanes[i] or None, at, str(first + i), **extras[i])
         for i in range(size)
         if first + i > after
     ]

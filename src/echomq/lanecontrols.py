@@ -1,9 +1,10 @@
 """Lane controls as data: checking ``set_lane``'s arguments and encoding them
 for the setLane script (no I/O). docs/ordering.md "Lane controls" has the rules.
 
-``set_lane(group, weight=…, concurrency=…, rate=…, paused=…, max_waiting=…)``:
-an omitted argument (``UNSET``) is left as it is; ``None`` removes that
-control. Every value is checked before anything is written.
+``set_lane(group, weight=…, concurrency=…, rate=…, paused=…, max_waiting=…,
+throttle=…)``: an omitted argument (``UNSET``) is left as it is; ``None``
+removes that control (``throttle=None`` lifts a throttle in force). Every
+value is checked before anything is written.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def encode_controls(
     rate: tuple[int, float] | Unset | None,
     paused: bool | Unset,
     max_waiting: int | Unset | None,
+    throttle: float | Unset | None = UNSET,
 ) -> list[str]:
     """The setLane field/value pairs for the given arguments ("" removes a control)."""
     out: list[str] = []
@@ -93,4 +95,7 @@ def encode_controls(
             else str(check_int("max_waiting", max_waiting, 0, MAX_WAITING_LIMIT))
         )
         out += ["m", value]
+    if throttle is not UNSET:
+        # None lifts a throttle in force at once; seconds throttle as ``throttle()``
+        out += ["t", "" if throttle is None else str(check_throttle(throttle))]
     return out

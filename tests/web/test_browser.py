@@ -169,6 +169,26 @@ def test_change_a_weight_with_the_token(
     page.wait_for_selector('#audit td:text-is("set_weight")')
 
 
+def test_lift_a_lane_throttle_with_the_token(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    seed_lanes(sq)
+    sq.throttle("globex", 10 * 365 * 86_400)
+    assert [j.group for j in sq.claim(4)] == ["acme", "acme", "acme", None]  # globex parked
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name, token=TOKEN)
+    page.wait_for_selector("body.unlocked")
+    lift = 'button[data-unthrottle="globex"]'
+    page.wait_for_selector(lift, state="visible")
+    assert "throttled until" in (page.text_content('#lanes tr[data-lane="globex"]') or "")
+    assert page.is_hidden('button[data-unthrottle="acme"]')
+    page.click(lift)
+    wait_for(lambda: all(x.throttled_until is None for x in sq.lanes()), what="the throttle lifted")
+    page.wait_for_selector(lift, state="hidden")
+    page.wait_for_selector('#audit td:text-is("unthrottle")')
+    assert "globex" in {j.group for j in sq.claim(8)}  # served again
+
+
 def test_retry_a_dead_job_after_unlocking(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

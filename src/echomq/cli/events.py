@@ -67,7 +67,8 @@ def event_line(event: Event) -> str:
         gone = event.skipped
         return f"{event.id}  … {gone} events after this one were trimmed before they were read"
     lane = lane_label(event.group, markup=False)
-    line = f"{event.id}  {when(event.at)}  {event.kind:<9}  {event.job_id}  {lane}"
+    job = event.job_id or "–"  # an event of a lane (unthrottled) names no job
+    line = f"{event.id}  {when(event.at)}  {event.kind:<11}  {job}  {lane}"
     details = _details(event)
     return escape_text(f"{line}  {details}" if details else line, markup=False)
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import click
@@ -18,12 +17,10 @@ from echomq.cli.common import (
     parse_group,
     queue_options,
 )
+from echomq.errors import InvalidOption
 from echomq.keys import lane_of
-from echomq.lanecontrols import UNSET
+from echomq.lanecontrols import RATE_FORMAT, UNSET, parse_rate_text
 from echomq.reports import LaneInfo
-
-_RATE = re.compile(r"^(\d+)/(\d+(?:\.\d+)?)?(ms|s|m|h)$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_limit(text: str | None, what: str) -> Any:
@@ -44,11 +41,10 @@ def parse_rate(text: str | None) -> Any:
         return UNSET
     if text.lower() == "none":
         return None
-    m = _RATE.match(text.strip())
-    if m is None:
-        fail(f"rate {text!r} must look like 100/1s, 5/200ms or 1000/m (or 'none' to remove it)")
-    count, amount, unit = m.groups()
-    return int(count), float(amount or "1") * _UNIT[unit]
+    try:
+        return parse_rate_text(text)
+    except InvalidOption as exc:
+        fail(f"--rate: {exc} (or 'none' to remove it)")
 
 
 def describe(info: LaneInfo | None) -> dict[str, Any]:
@@ -65,9 +61,14 @@ def describe(info: LaneInfo | None) -> dict[str, Any]:
 @click.argument("group")
 @click.option("--weight", "weight", default=None, help="Claims per turn, 1 … 1000.")
 @click.option("--concurrency", default=None, help="Most active jobs at once ('none' removes).")
-@click.option("--rate", default=None, help="Most claims per window: 100/1s, 5/200ms ('none').")
+@click.option("--rate", default=None, help=f"Most claims per window: {RATE_FORMAT} ('none').")
 @click.option("--pause/--resume", "paused", default=None, help="Stop or resume serving it.")
 @click.option("--max-waiting", default=None, help="Most waiting + delayed jobs ('none').")
+@click.option(
+    "--unthrottle",
+    is_flag=True,
+    help="Lift a throttle in force (throttle() / RateLimited) now; wakes an idle worker.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the lane as JSON.")
 @queue_options
 def lane(
@@ -77,19 +78,21 @@ def lane(
     rate: str | None,
     paused: bool | None,
     max_waiting: str | None,
+    unthrottle: bool,
     as_json: bool,
     queue: str,
     url: str | None,
 ) -> None:
     """Show or change one lane's controls.
 
-    Without options the lane's weight, cap, rate, pause and max_waiting are
-    printed. GROUP "" (or "(default)") is the default lane.
+    Without options the lane's weight, cap, rate, pause, max_waiting and
+    throttle are printed. GROUP "" (or "(default)") is the default lane.
 
     \b
     Examples:
       echomq lane acme --concurrency 5 --rate 100/1s
       echomq lane acme --pause
+      echomq lane acme --unthrottle
       echomq lane acme --max-waiting 10000 --concurrency none
     """
     name = parse_group(group)
@@ -100,6 +103,7 @@ def lane(
         "rate": parse_rate(rate),
         "paused": UNSET if paused is None else paused,
         "max_waiting": parse_limit(max_waiting, "max-waiting"),
+        "throttle": None if unthrottle else UNSET,
     }
     with open_queue(queue, url) as q:
         if any(v is not UNSET for v in changes.values()):

@@ -12,12 +12,16 @@
 --               c  concurrency cap       r  rate "max per_ms"
 --               p  "1" paused            m  max_waiting
 --               t  throttle for this many ms from now (server clock; a
---                  throttle never shortens one in force; "" ends it)
+--                  throttle never shortens one in force; "" lifts it, with
+--                  an event "unthrottled" if one was in force; the lane, parked
+--                  by an idle worker's claim, goes back into the ring below and
+--                  that rings the doorbell: the worker does not sleep to its end)
 --
 -- Returns: 1
 -- @include fixed
 -- @include keys
 -- @include clock
+-- @include events
 -- @include lanes
 -- @include controls
 
@@ -37,7 +41,9 @@ for i = 8, #ARGV - 1, 2 do
     end
   elseif field == "t" then
     if value == "" then
+      local current = tonumber(redis.call("HGET", K_LANECTL, "t:" .. lane) or "0")
       redis.call("HDEL", K_LANECTL, "t:" .. lane)
+      if current > now then emit("unthrottled", "", lane) end
     else
       local until_ms = now + tonumber(value)
       local current = tonumber(redis.call("HGET", K_LANECTL, "t:" .. lane) or "0")
@@ -54,4 +60,5 @@ for i = 8, #ARGV - 1, 2 do
   end
 end
 recheck(lane, now)
+flush_events()
 return 1

@@ -13,6 +13,7 @@ dashboard changes nothing that a program using echomq could not.
     GET  /api/audit                         recent actions, newest first
     POST /api/auth                          {} (200 if the token is right)
     POST /api/queues/{q}/weights            {"group": str|null, "weight": int}
+    POST /api/queues/{q}/lanes/unthrottle   {"group": str|null}: lift a throttle in force
     POST /api/queues/{q}/pause | /resume    {}
     POST /api/queues/{q}/dead/retry         {"ids": [...]} or {"all": true}
     POST /api/queues/{q}/dead/purge         {"ids": [...]} or {"all": true}
@@ -280,6 +281,12 @@ async def set_weight(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
     return {"group": group, "weight": weight, "was": before}
 
 
+async def unthrottle(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    group = group_param(body.get("group"))
+    await queue.set_lane(group, throttle=None)
+    return {"group": group, "throttled_until": None}
+
+
 async def pause(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
     await queue.pause()
     return {"paused": True}
@@ -323,6 +330,7 @@ def routes() -> list[Route]:
         Route("/metrics", prometheus),
         Route("/api/auth", check_token, methods=["POST"]),
         Route(q + "/weights", action("set_weight", set_weight), methods=["POST"]),
+        Route(q + "/lanes/unthrottle", action("unthrottle", unthrottle), methods=["POST"]),
         Route(q + "/pause", action("pause", pause), methods=["POST"]),
         Route(q + "/resume", action("resume", resume), methods=["POST"]),
         Route(q + "/dead/retry", action("retry_dead", retry_dead), methods=["POST"]),

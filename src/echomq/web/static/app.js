@@ -236,15 +236,18 @@ function laneRow(tbody, lane, maxBacklog) {
       dataset: { weightFor: lane.label }, oninput: (e) => { e.target.dataset.dirty = "1"; } });
     const button = el("button", { type: "button", class: "action small", text: "Set",
       dataset: { setWeight: lane.label }, onclick: () => setWeight(lane.group, input) });
+    const lift = el("button", { type: "button", class: "action small unthrottle", text: "Lift throttle",
+      dataset: { unthrottle: lane.label }, onclick: () => unthrottle(lane.group) });
     row = el("tr", { dataset: { lane: lane.label } },
-      el("td", { class: "pos" }), el("td", { class: "lane-name" }),
+      el("td", { class: "pos" }), el("td", { class: "lane-name" }, el("span", { class: "lane-text" }), lift),
       el("td", { class: "weight" }, el("span", { class: "weight-value" }), input, button),
       el("td", { class: "backlog" }), el("td", { class: "share" }));
   }
   const [pos, name, weight, backlog, share] = row.cells;
   pos.textContent = lane.position < 0 ? "–" : lane.position === 0 ? "head" : String(lane.position + 1);
-  name.textContent = lane.label + (lane.turn_left !== null ? ` (${lane.turn_left} left in turn)` : "")
-    + laneControls(lane);
+  name.querySelector(".lane-text").textContent = lane.label
+    + (lane.turn_left !== null ? ` (${lane.turn_left} left in turn)` : "") + laneControls(lane);
+  name.querySelector(".unthrottle").hidden = !lane.throttled_until;
   weight.querySelector(".weight-value").textContent = String(lane.weight);
   const input = weight.querySelector("input");
   if (!input.dataset.dirty && document.activeElement !== input) input.value = lane.weight;
@@ -274,6 +277,11 @@ function bar(fraction, cls) {
   // set through CSSOM: the page's CSP refuses inline style attributes
   fill.style.width = `${Math.max(0, Math.min(1, fraction)) * 100}%`;
   return el("span", { class: `bar ${cls}` }, fill);
+}
+
+function unthrottle(group) {
+  return runAction(`lift the throttle of ${group === null ? "(default)" : group}`,
+    qpath("/lanes/unthrottle"), { group });
 }
 
 async function setWeight(group, input) {
