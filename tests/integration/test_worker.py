@@ -146,7 +146,7 @@ async def test_progress_is_stored_for_the_lease_holder_only(aq: Queue) -> None:
 
 async def test_extend_many_renews_held_leases_and_reports_lost_ones(aq: Queue) -> None:
     await aq.add_many([{"name": "j"}, {"name": "j"}])
-    kept, lost = await aq.claim(2, lease=0.2)
+    kept, lost = await aq.claim(2, lease=1.0)  # survives the two round trips below
     first_deadline = kept.lease_deadline
     assert first_deadline is not None
     await aq.complete(lost)
@@ -155,6 +155,30 @@ async def test_extend_many_renews_held_leases_and_reports_lost_ones(aq: Queue) -
     assert deadlines[0] is not None and kept.lease_deadline == deadlines[0]
     await await_past(await aq.client(), first_deadline)  # only the renewal keeps it now
     await aq.complete(kept)
+
+
+async def test_extend_many_refuses_a_lease_that_expired_and_was_claimed_again(
+    aq: Queue,
+) -> None:
+    """A stale worker's heartbeat neither revives its expired lease nor moves
+    the lease of the consumer that claimed the job after it."""
+    job_id = await aq.add("j")
+    [stale] = await aq.claim(1, lease=0.3)
+    assert stale.lease_deadline is not None
+    await await_past(await aq.client(), stale.lease_deadline)
+    assert await aq.extend_many([stale], lease=30) == [None]  # expired, not yet reclaimed
+    [fresh] = await aq.claim(1, lease=30)  # another consumer takes the expired lease
+    assert fresh.id == job_id and fresh.lease_token != stale.lease_token
+    before = await aq.get(job_id)
+    assert before is not None and before.lease_deadline == fresh.lease_deadline
+    assert await aq.extend_many([stale], lease=300) == [None]
+    after = await aq.get(job_id)
+    assert after is not None and after.state is State.ACTIVE
+    assert after.lease_token == fresh.lease_token
+    assert after.lease_deadline == fresh.lease_deadline  # the new lease is untouched
+    with pytest.raises(LeaseLost):
+        await aq.complete(stale)
+    await aq.complete(fresh)
 
 
 async def test_a_new_earliest_delayed_job_rings_the_doorbell(
