@@ -10,6 +10,7 @@ value is checked before anything is written.
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
 from typing import Final
 
@@ -26,17 +27,23 @@ UNSET: Final = Unset.UNSET
 
 MAX_CONCURRENCY = 1_000_000
 MAX_WAITING_LIMIT = 10**12
-#: the most claims a rate allows per window (the server keeps one time per claim)
+#: the most claims a rate allows per window (the server keeps one time per claim);
+#: one rate check for a lane's rate and the queue-wide one (settings.py).
 MAX_RATE = 100_000
 MIN_RATE_WINDOW = 0.001
 MAX_RATE_WINDOW = 86_400.0 * 7
+#: a rate written as text: MAX/WINDOW, the window a number with a unit (or seconds).
+_RATE_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?|\.\d+)?\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+RATE_FORMAT = "MAX/WINDOW, e.g. 100/1s, 5/200ms, 1000/m or 10/2.5 (seconds)"
 
 
 def check_rate(rate: object) -> tuple[int, int]:
-    """``(max, per_seconds)`` → (max, window in ms), InvalidOption otherwise."""
+    """``(max, per_seconds)`` → (max, window in ms), InvalidOption otherwise: max
+    1 … MAX_RATE, per_seconds MIN_RATE_WINDOW … MAX_RATE_WINDOW (a whole ms at least)."""
     if not isinstance(rate, tuple | list) or len(rate) != 2:
         raise InvalidOption(
-            f"rate {rate!r} must be a pair (max, per_seconds), "
+            f"rate {rate!r:.80} must be a pair (max, per_seconds), "
             "e.g. (100, 1.0) for 100 claims a second"
         )
     most = check_int("rate max", rate[0], 1, MAX_RATE)
@@ -44,6 +51,26 @@ def check_rate(rate: object) -> tuple[int, int]:
         "rate per_seconds", rate[1], MIN_RATE_WINDOW, MAX_RATE_WINDOW, open_low=False
     )
     return most, max(1, round(per * 1000))
+
+
+def parse_rate_text(text: str) -> tuple[int, float]:
+    """A rate as the CLI writes it (RATE_FORMAT) → (max, per_seconds), checked
+    like ``check_rate``; InvalidOption naming the text otherwise."""
+    found = _RATE_TEXT.match(text)
+    if found is None:
+        raise InvalidOption(f"rate {text!r:.80} must look like {RATE_FORMAT}")
+    count, amount, unit = found.groups()
+    rate = (int(count), float(amount or "1") * _UNIT[unit or "s"])
+    check_rate(rate)
+    return rate
+
+
+def format_rate(rate: tuple[int, float]) -> str:
+    """(max, per_seconds) as the CLI writes it: ``100/1s``, ``5/200ms``."""
+    most, per = rate
+    if per < 1:
+        return f"{most}/{per * 1000:g}ms"
+    return f"{most}/{per:g}s"
 
 
 def parse_rate(text: str) -> tuple[int, float]:

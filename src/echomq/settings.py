@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from echomq.errors import InvalidOption
+from echomq.lanecontrols import check_rate
 from echomq.options import MAX_ATTEMPTS, MAX_DELAY, Backoff, QueueOptions, check_int
 
 #: events kept in the queue's stream when no length is stored (0 turns events off).
 DEFAULT_EVENT_STREAM_LENGTH = 10_000
 #: the longest event stream a queue may keep.
 MAX_EVENT_STREAM_LENGTH = 10_000_000
-#: the highest queue-wide concurrency and rate count.
+#: the highest queue-wide concurrency (a rate's bounds are lanecontrols.check_rate's).
 MAX_QUEUE_LIMIT = 1_000_000
 MAX_RETENTION_COUNT = 10_000_000
 MAX_STALLS = 1000
@@ -68,18 +69,17 @@ def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
 
 
-def _seconds(what: str, value: object, *, positive: bool = False) -> float:
+def _seconds(what: str, value: object) -> float:
     ok = (
         isinstance(value, int | float)
         and not isinstance(value, bool)
         and math.isfinite(value)
-        and (value > 0 if positive else value >= 0)
+        and value >= 0
         and value <= MAX_DELAY
     )
     if not ok:
-        low = "> 0" if positive else ">= 0"
         raise InvalidOption(
-            f"{what} {value!r} is out of range; allowed seconds {low} and <= {MAX_DELAY:.0f}"
+            f"{what} {value!r} is out of range; allowed seconds >= 0 and <= {MAX_DELAY:.0f}"
         )
     return float(value)  # type: ignore[arg-type]
 
@@ -106,14 +106,8 @@ def _encode_one(name: str, value: object) -> list[str]:
             raise InvalidOption(f"backoff {value!r:.80} must be an echomq.Backoff (or None)")
         return [_ms(value.base), repr(float(value.factor)), _ms(value.cap), repr(value.jitter)]
     assert name == "rate", name
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        raise InvalidOption(
-            f"rate {value!r:.80} must be (max, per_seconds): at most max claims "
-            "start in any interval of per_seconds"
-        )
-    count = check_int("rate max", value[0], 1, MAX_QUEUE_LIMIT)
-    per = _seconds("rate per_seconds", value[1], positive=True)
-    return [str(count), _ms(per)]
+    most, per_ms = check_rate(value)  # the one rate check, a lane's too
+    return [str(most), str(per_ms)]
 
 
 def encode(settings: Mapping[str, object]) -> list[str]:

@@ -58,10 +58,25 @@ def test_config_refuses_bad_settings_in_one_line_and_writes_nothing(
         ("keep_completed=-1", "keep_completed -1 is out of range"),
         ("keep_completed=many", "expected an integer"),
         ("bogus=1", "NAME one of"),
-        ("rate=5", "MAX/SECONDS"),
+        ("rate=5", "must look like MAX/WINDOW"),
+        ("rate=1/0.000000001", "rate per_seconds 1e-09 is out of range"),
         ("backoff=1,0.5", "backoff factor 0.5 is out of range"),
         ("keep_completed", "NAME=VALUE"),
     ):
         line = one_line_error(cli("config", "--set", "max_stalls=3", "--set", bad))
         assert says in line, line
     assert sq.settings() == {"keep_dead": 7}
+
+
+def test_config_and_lane_take_one_rate_format(cli: RunCli, sq: SyncQueue) -> None:
+    for text, rate in (("5/200ms", (5, 0.2)), ("100/1s", (100, 1.0)), ("3/2.5", (3, 2.5))):
+        assert cli("config", "--set", f"rate={text}").returncode == 0
+        assert cli("lane", "acme", "--rate", text).returncode == 0
+        (lane,) = [x for x in sq.lanes() if x.group == "acme"]
+        assert sq.settings()["rate"] == lane.rate == rate
+    shown = cli("config").stdout
+    assert "3/2.5s" in shown, shown
+    for command in (("config", "--set", "rate=0/1s"), ("lane", "acme", "--rate", "0/1s")):
+        assert "rate max 0 is out of range; allowed integers 1 … 100000" in one_line_error(
+            cli(*command)
+        )

@@ -24,7 +24,7 @@ def test_short_lived_lanes_leave_nothing_behind(sq: SyncQueue, redis_client: red
     sq.set_lane("kept", concurrency=2)  # an explicit control: a setting, kept
     sq.set_lane("hold", paused=True)  # parked all along: lanes leave the ring past it
     sq.add("j", group="hold")
-    sq.configure(rate=(1_000_000, 1))  # the queue-wide rate list is written too
+    sq.configure(rate=(100_000, 1))  # the queue-wide rate list is written too
     done = 0
     for start in range(0, LANES, BATCH):
         lanes = [f"t{i}" for i in range(start, start + BATCH)]

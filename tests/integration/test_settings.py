@@ -48,8 +48,9 @@ def test_configure_merges_and_none_removes(sq: SyncQueue) -> None:
         ("max_attempts", 0, "1 … 1000"),
         ("event_stream_length", -5, "0 … 10000000"),
         ("concurrency", 0, "1 … 1000000"),
-        ("rate", (0, 1.0), "1 … 1000000"),
-        ("rate", (5, 0), "seconds > 0"),
+        ("rate", (0, 1.0), "1 … 100000"),
+        ("rate", (5, 0), "seconds >= 0.001"),
+        ("rate", (1, 1e-9), "seconds >= 0.001"),  # was stored as a 0 ms window
         ("rate", 5, "(max, per_seconds)"),
         ("backoff", 2.0, "echomq.Backoff"),
         ("keep_everything", 1, "allowed: max_stalls"),
@@ -154,3 +155,27 @@ def test_stored_max_stalls_decides_a_stalled_job(make_sync: Callable[..., SyncQu
     q.maintain()
     dead = q.get(job_id)
     assert dead is not None and dead.state is State.DEAD
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [(0, 1.0), (100_001, 1.0), (1, 0.0), (1, 1e-9), (1, 0.0009), (1, 604_801.0), (1.5, 1.0), 5],
+)
+def test_one_rate_check_for_a_lane_and_the_queue(sq: SyncQueue, rate: Any) -> None:
+    """A lane's rate and the queue-wide one are refused alike, with the same words."""
+    with pytest.raises(InvalidOption) as lane:
+        sq.set_lane("acme", rate=rate)
+    with pytest.raises(InvalidOption) as queue_wide:
+        sq.configure(rate=rate)
+    assert str(lane.value) == str(queue_wide.value)
+    assert not sq.exists()
+
+
+@pytest.mark.parametrize("rate", [(1, 0.001), (100_000, 604_800.0), (7, 0.25)])
+def test_a_stored_rate_is_taken_back_as_it_reads(sq: SyncQueue, rate: tuple[int, float]) -> None:
+    stored = sq.configure(rate=rate)["rate"]
+    assert stored == rate
+    assert sq.configure(rate=stored)["rate"] == rate  # what settings() shows is accepted
+    sq.set_lane("acme", rate=stored)
+    (lane,) = [x for x in sq.lanes() if x.group == "acme"]
+    assert lane.rate == rate

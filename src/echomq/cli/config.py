@@ -21,6 +21,8 @@ from echomq.cli.common import (
     plain_table,
     queue_options,
 )
+from echomq.errors import InvalidOption
+from echomq.lanecontrols import format_rate, parse_rate_text
 from echomq.options import Backoff, QueueOptions
 from echomq.settings import NAMES, defaults
 
@@ -53,11 +55,11 @@ def parse_setting(item: str) -> tuple[str, Any]:
         if len(parts) > 4:
             fail(f"--set backoff={text!r}: expected BASE[,FACTOR[,CAP[,JITTER]]]")
         return name, Backoff(*parts)
-    if name == "rate":  # MAX/SECONDS
-        count, slash, per = text.partition("/")
-        if not slash:
-            fail(f"--set rate={text!r}: expected MAX/SECONDS, e.g. 100/1")
-        return name, (_number(name, count, int), _number(name, per, float))
+    if name == "rate":  # MAX/WINDOW, as echomq lane --rate
+        try:
+            return name, parse_rate_text(text)
+        except InvalidOption as exc:
+            fail(f"--set {exc}")
     return name, _number(name, text, int)
 
 
@@ -79,7 +81,7 @@ def _text(name: str, value: Any) -> str:
             f"jitter {value.jitter:g}"
         )
     if name == "rate":
-        return f"{value[0]} per {value[1]:g}s"
+        return format_rate(value)
     if name in SECONDS:
         return f"{value:g}s"
     return str(value)
@@ -93,7 +95,7 @@ def _text(name: str, value: Any) -> str:
     multiple=True,
     metavar="NAME=VALUE",
     help="Store a setting (repeatable; VALUE none removes it). backoff=BASE[,FACTOR[,CAP"
-    "[,JITTER]]], rate=MAX/SECONDS, ages in seconds.",
+    "[,JITTER]]], rate=MAX/WINDOW (100/1s, 5/200ms), ages in seconds.",
 )
 @json_option
 @queue_options
