@@ -260,6 +260,22 @@ def _none(_: Any) -> None:
     return None
 
 
+def _names_a_job(job_id: object) -> bool:
+    """The one rule for "no such job": a string that is not a well-formed job id
+    names no job, like a well-formed unknown one (``get`` answers None, ``remove``
+    False, the methods that act on the job raise JobNotFound). Only a value that
+    is not a string at all is InvalidId (a bug in the caller, not a missing job)."""
+    if not isinstance(job_id, str):
+        ids.parse_id(job_id)  # raises InvalidId
+    return ids.is_id(job_id)
+
+
+def _find(job_id: str, queue: str) -> None:
+    """JobNotFound before anything is sent for a string that is no job id."""
+    if not _names_a_job(job_id):
+        raise JobNotFound(f"no job {job_id!r:.120} in queue {queue!r} (not a job id)")
+
+
 class Engine:
     """Builds the calls of one queue.
 
@@ -570,7 +586,7 @@ class Engine:
         (``retry=True``: the attempt counts, and the retry is due when the
         cancelled lease would have ended, so it does not overlap). The reply
         is False when the job had finished already; JobNotFound if unknown."""
-        ids.parse_id(job_id)
+        _find(job_id, self.queue)
         detail = f"job {job_id}: cannot cancel"
 
         def parse(reply: Any) -> bool:
@@ -597,7 +613,8 @@ class Engine:
         A waiting or delayed job leaves its lane or the delayed set, an active
         one loses its lease (its worker's outcome is then dropped, and
         ``complete`` raises JobNotFound), and its idempotency key is released."""
-        ids.parse_id(job_id)
+        if not _names_a_job(job_id):  # no such job: nothing to remove
+            return Call(parse=lambda _: False, command=("EXISTS", self.keys.job("")))
         return self._script("remove", lambda r: bool(int(r)), job_id)
 
     def retry_dead(
@@ -811,7 +828,7 @@ class Engine:
         completed one until its dependents finish, so "removed" means removed by
         hand, docs/lifecycle.md "Dependencies"). A handler calls it with its own
         job's id. JobNotFound for an unknown id."""
-        ids.parse_id(job_id)
+        _find(job_id, self.queue)
 
         def one(dep: str, state: str, result: str, error: str) -> Any:
             if state == State.COMPLETED:
@@ -836,7 +853,7 @@ class Engine:
         """The jobs that depend on ``job_id``: how many are blocked on it and how
         many it released may still read its result, with up to ``count`` ids of
         each (any of them, sorted). JobNotFound for an unknown id."""
-        ids.parse_id(job_id)
+        _find(job_id, self.queue)
         check_int("count", count, 0, MAX_DEPENDENTS_SHOWN)
 
         def parse(reply: Any) -> Dependents:
@@ -880,7 +897,7 @@ class Engine:
         (the wait is registered: the server publishes the id on the queue's done
         channel when the job becomes final). JobNotFound for an unknown id.
         ``Queue.wait`` subscribes first, then sends this (echomq.sending.waiters)."""
-        ids.parse_id(job_id)
+        _find(job_id, self.queue)
         seconds = check_seconds("wait timeout", timeout, 0.0, MAX_WAIT, open_low=False)
         wait_ms = math.ceil(seconds * 1000) + WAIT_SLACK_MS
         detail = f"job {job_id}: no such job to wait for"
@@ -953,14 +970,15 @@ class Engine:
 
     # -- reading -------------------------------------------------------------
     def get(self, job_id: str) -> Call[Job | None]:
-        """One job with every field, or None."""
-        ids.parse_id(job_id)
+        """One job with every field, or None when no job has this id (also for a
+        string that is not a job id: a web handler answers 404 for both)."""
+        known = _names_a_job(job_id)
 
         def parse(reply: Any) -> Job | None:
             h = _pairs(reply)
             return Job.from_hash(job_id, h) if h else None
 
-        return Call(parse=parse, command=("HGETALL", self.keys.job(job_id)))
+        return Call(parse=parse, command=("HGETALL", self.keys.job(job_id if known else "")))
 
     def jobs(
         self,
@@ -1087,7 +1105,7 @@ class Engine:
         it would had it been added with those options. Raises JobNotFound for an
         unknown id, InvalidState for a job in another state, LaneFull when the new
         lane is at its max_waiting."""
-        ids.parse_id(job_id)
+        _find(job_id, self.queue)
         tier = "" if isinstance(priority, Unset) else str(check_tier(priority))
         moving = "0" if isinstance(group, Unset) else "1"
         lane = "" if isinstance(group, Unset) else lane_of(group)

@@ -137,8 +137,10 @@ def test_cancel_parses_what_became_of_the_job(engine: Engine) -> None:
     assert call.parse("finished") is False
     with pytest.raises(JobNotFound, match=job_id):
         call.parse(-1)
+    with pytest.raises(JobNotFound, match="not a job id"):
+        engine.cancel("nope")  # a string that is no job id names no job
     with pytest.raises(echomq.InvalidId):
-        engine.cancel("nope")
+        engine.cancel(5)  # type: ignore[arg-type]  # not a string: the caller's bug
 
 
 def test_expires_and_headers_are_checked_and_encoded(engine: Engine) -> None:
@@ -183,7 +185,7 @@ def test_reads_parse_their_replies(engine: Engine) -> None:
     listed = engine.jobs("dead").parse([[job_id, "n", "a", "s", "dead", "e", "boom"]])
     assert [(j.id, j.error) for j in listed] == [(job_id, "boom")]
     assert engine.remove(job_id).parse(1) is True
-    assert engine.retry_dead().parse([job_id]) == [job_id]
+    assert engine.retry_dead().parse([[job_id], [], 1]) == [job_id]  # one page: the last
     assert engine.purge_dead([job_id]).parse([job_id]) == [job_id]
     assert engine.exists().parse(0) is False
     assert engine.weights().parse(["", "2", "acme", "5"]) == {None: 2, "acme": 5}
