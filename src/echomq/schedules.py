@@ -239,6 +239,20 @@ def fires_to_make(due: Sequence[str], now_ms: int) -> list[list[str]]:
     return fires
 
 
+def zoned_time(moment: datetime | None, tz: str) -> str | None:
+    """``moment`` as a wall-clock time of zone ``tz``, labelled with the zone's
+    abbreviation: ``2026-12-05 03:00:00 CET`` (how the CLI and the dashboard show
+    a schedule's fire times; a zone this client's tz database lacks: in UTC,
+    labelled so)."""
+    if moment is None:
+        return None
+    try:
+        zone = _zone(tz)
+    except InvalidSchedule:
+        zone = ZoneInfo("UTC")
+    return f"{moment.astimezone(zone):%Y-%m-%d %H:%M:%S %Z}"
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleInfo:
     """One schedule as ``schedules()`` lists it.
@@ -296,6 +310,10 @@ class ScheduleInfo:
             skipped=int(state.get("k", 0)),
             last_skip=state.get("ks"),
         )
+
+    def in_zone(self, moment: datetime | None) -> str | None:
+        """``moment`` in the schedule's own zone, labelled (see zoned_time)."""
+        return zoned_time(moment, self.tz)
 
     def to_dict(self) -> dict[str, Any]:
         def iso(moment: datetime | None) -> str | None:

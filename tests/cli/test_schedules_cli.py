@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from cli.clitools import RunCli, one_line_error
 from echomq import SyncQueue
@@ -51,3 +52,22 @@ def test_server_text_is_escaped(cli: RunCli, sq: SyncQueue) -> None:
     sq.schedule("esc", every=60, name="evil\x1b[31mred")
     out = cli("schedules").stdout
     assert "\x1b" not in out and "evil" in out
+
+
+def test_fire_times_are_shown_in_the_schedules_own_zone_labelled(
+    cli: RunCli, sq: SyncQueue
+) -> None:
+    """Whatever the local zone of the terminal (here Tokyo): 03:00 Berlin time, said so."""
+    tokyo = {"TZ": "Asia/Tokyo"}
+    added = cli(
+        "schedules", "add", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Berlin",
+        "--name", "report", env=tokyo,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert re.search(r"next fire \d{4}-\d\d-\d\d 03:00:00 CES?T$", added.stdout.strip())
+    sq.schedule("beat", every=3600, name="ping")
+    lines = cli("schedules", env=tokyo).stdout.splitlines()
+    [nightly] = [line for line in lines if line.startswith("nightly")]
+    assert re.search(r"0 3 \* \* \* \(Europe/Berlin\).* \d{4}-\d\d-\d\d 03:00:00 CES?T ", nightly)
+    [beat] = [line for line in lines if line.startswith("beat")]
+    assert re.search(r" \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC ", beat)

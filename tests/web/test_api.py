@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -100,6 +101,8 @@ def test_schedules_are_listed(
     rows = {s["id"]: s for s in d.http.get(f"/api/queues/{sq.name}").json()["schedules"]}
     assert rows["nightly"]["cron"] == "0 3 * * *" and rows["nightly"]["name"] == "<b>report</b>"
     assert rows["nightly"]["next_fire"] is not None and not rows["nightly"]["paused"]
+    # also in its own zone, labelled: 03:00 Berlin time (CET or CEST), as the CLI shows it
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d 03:00:00 CES?T", rows["nightly"]["next_fire_local"])
     assert rows["beat"]["paused"] and rows["beat"]["next_fire"] is None
     assert rows["beat"]["every"] == 30.0 and rows["beat"]["group"] == "acme"
 

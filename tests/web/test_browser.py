@@ -10,6 +10,7 @@ screenshot in ``test-artifacts/dashboard.png``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -145,6 +146,8 @@ def test_schedules_panel_lists_schedules_as_text(
     assert ids == ["beat", "nightly"]
     nightly = page.text_content('#schedules tr[data-schedule="nightly"]') or ""
     assert "0 3 * * * (Europe/Berlin)" in nightly and "<img src=x onerror=1>" in nightly
+    # its next fire in its own zone, labelled, as the CLI shows it (not the browser's zone)
+    assert re.search(r"\d{4}-\d\d-\d\d 03:00:00 CES?T \(in \d+[smh]\)", nightly), nightly
     assert page.locator("#schedules img").count() == 0
     assert "paused" in (page.text_content('#schedules tr[data-schedule="beat"]') or "")
     assert page.text_content('.card[data-state="blocked"] .value') == "0"

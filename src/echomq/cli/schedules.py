@@ -23,9 +23,8 @@ from echomq.cli.common import (
     parse_json,
     plain_table,
     queue_options,
-    short_when,
 )
-from echomq.schedules import ScheduleInfo
+from echomq.schedules import ScheduleInfo, zoned_time
 
 HEADERS = ("id", "when", "job", "lane", "next fire", "last fire", "last outcome")
 
@@ -51,8 +50,8 @@ def schedule_lines(schedules: list[ScheduleInfo]) -> list[str]:
             escape_text(_when(s), markup=False),
             escape_text(s.name, markup=False),
             lane_label(s.group, markup=False),
-            "paused" if s.paused else short_when(s.next_fire),
-            short_when(s.last_fire),
+            "paused" if s.paused else (s.in_zone(s.next_fire) or "–"),
+            s.in_zone(s.last_fire) or "–",
             escape_text(_outcome(s), markup=False),
         )
         for s in schedules
@@ -154,7 +153,7 @@ def add_schedule(
             skip_if_running=skip_if_running,
             catch_up=not no_catch_up,
         )
-    state = "paused" if nxt is None else f"next fire {short_when(nxt)}"
+    state = "paused" if nxt is None else f"next fire {zoned_time(nxt, tz)}"
     click.echo(f"schedule {escape_text(schedule_id, markup=False)} saved: {state}")
 
 

@@ -151,7 +151,7 @@ async def queue_detail(request: Request) -> Response:
             "lanes": views.lanes_view(lanes),
             "weights": views.weights_view(weights),
             "tiers": views.tiers_view(tiers),
-            "schedules": [s.to_dict() for s in schedules],
+            "schedules": [views.schedule_view(s) for s in schedules],
             "throughput": rates,
             "interval": d.interval,
         }

@@ -10,6 +10,7 @@ from typing import Any
 
 from echomq.job import Job
 from echomq.reports import LaneInfo, QueueStats, TierCounts
+from echomq.schedules import ScheduleInfo
 from echomq.score import COUNTER_BITS, TIER_BITS, decode
 from echomq.web.metrics import lane_label
 
@@ -101,6 +102,16 @@ def lanes_view(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
         }
         for lane in lanes
     ]
+
+
+def schedule_view(schedule: ScheduleInfo) -> dict[str, Any]:
+    """A schedule as JSON, with its fire times also as wall-clock times of its own
+    zone, labelled (``next_fire_local``: ``2026-12-05 03:00:00 CET``), as the CLI shows them."""
+    return {
+        **schedule.to_dict(),
+        "next_fire_local": schedule.in_zone(schedule.next_fire),
+        "last_fire_local": schedule.in_zone(schedule.last_fire),
+    }
 
 
 def tiers_view(tiers: dict[str | None, TierCounts]) -> list[dict[str, Any]]:

@@ -309,6 +309,11 @@ function renderTiers(tiers) {
 }
 
 // Every text comes from the server: set as text nodes by el(), never as HTML.
+// a fire time in the schedule's own zone, labelled (as the CLI shows it), and how far off
+function fireTime(local, iso) {
+  return local ? `${local} (${when(iso)})` : "–";
+}
+
 function renderSchedules(schedules) {
   $("no-schedules").hidden = schedules.length > 0;
   setRows($("schedules").tBodies[0], schedules.map((s) => {
@@ -317,8 +322,8 @@ function renderSchedules(schedules) {
     return el("tr", { dataset: { schedule: s.id } },
       el("td", { text: s.id }), el("td", { text: timing }), el("td", { text: s.name }),
       el("td", { text: s.group === null ? "(default)" : s.group }),
-      el("td", { text: s.paused ? "paused" : when(s.next_fire) }),
-      el("td", { text: when(s.last_fire) }), el("td", { text: outcome }));
+      el("td", { text: s.paused ? "paused" : fireTime(s.next_fire_local, s.next_fire) }),
+      el("td", { text: fireTime(s.last_fire_local, s.last_fire) }), el("td", { text: outcome }));
   }));
 }
 
