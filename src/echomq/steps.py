@@ -28,12 +28,16 @@ class Next(Generic[T]):
     """The next call of an operation in progress."""
 
     call: Call[T | Next[T]]
+    #: the most calls the operation may take: MAX_STEPS for a compare-and-set,
+    #: more for one that works through a bounded set in pages (retry_dead)
+    most: int = 0
 
 
 def next_call(value: Any, steps: int, what: str) -> Call[Any] | None:
     """The call to send after a reply parsed to ``value`` (None: ``value`` is the result)."""
     if not isinstance(value, Next):
         return None
-    if steps >= MAX_STEPS:
-        raise EchoMQError(f"{what}: gave up after {MAX_STEPS} calls (concurrent changes)")
+    most = value.most or MAX_STEPS
+    if steps >= most:
+        raise EchoMQError(f"{what}: gave up after {most} calls (concurrent changes)")
     return value.call

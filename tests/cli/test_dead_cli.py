@@ -77,3 +77,19 @@ def test_dead_errors(cli: RunCli, sq: SyncQueue) -> None:
     for args in (("dead", "purge"), ("dead", "retry"), ("dead", "retry", live, "--all")):
         proc = cli(*args)
         assert proc.returncode == 2 and "Usage:" in proc.stderr, (args, proc.stderr)
+
+
+def test_retry_says_which_dependents_stay_dead(cli: RunCli, sq: SyncQueue) -> None:
+    extract = sq.add("extract", max_attempts=1)
+    merge = sq.add("merge", depends_on=[extract])
+    [job] = sq.claim(1)
+    sq.fail(job, "outage", retry=False)
+    sq.maintain()
+    proc = cli("dead", "retry", merge)
+    assert proc.returncode == 1
+    assert "retried 0 dead jobs" in proc.stdout and "1 stay dead" in proc.stdout
+    assert merge in proc.stdout and "not in the dead set" not in proc.stdout + proc.stderr
+    proc = cli("dead", "retry", "--all")
+    assert proc.returncode == 0, proc.stderr
+    assert "retried 2 dead jobs" in proc.stdout
+    assert sq.get(merge).state is State.BLOCKED  # type: ignore[union-attr]

@@ -25,7 +25,7 @@ from echomq.cli.common import (
     queue_options,
 )
 from echomq.cli.queues import note_if_unused
-from echomq.job import Job
+from echomq.job import Job, State
 from echomq.keys import lane_of
 from echomq.sync import SyncQueue
 
@@ -250,11 +250,33 @@ def selection_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
     return apply
 
 
-def _report(verb: str, wanted: list[str] | None, done: list[str]) -> None:
+def _report(
+    verb: str, wanted: list[str] | None, done: list[str], kept: Sequence[str] = ()
+) -> None:
     click.echo(f"{verb} {len(done)} dead job{'s' if len(done) != 1 else ''}")
-    missing = [job_id for job_id in wanted or () if job_id not in set(done)]
+    moved = set(done) | set(kept)
+    missing = [job_id for job_id in wanted or () if job_id not in moved]
+    if kept:
+        click.echo(
+            f"{len(kept)} stay dead: a dependency of theirs is dead and was not retried"
+            f" with them, or is gone before they ran: {', '.join(kept[:10])}"
+            + (" …" if len(kept) > 10 else "")
+        )
     if missing:
         fail(f"not in the dead set: {', '.join(missing)}")
+    if kept and wanted is not None:
+        raise SystemExit(1)
+
+
+def _kept_dead(q: SyncQueue, wanted: list[str] | None, done: list[str]) -> list[str]:
+    """The given ids retry_dead left dead because of a dependency (still dead, with one)."""
+    moved = set(done)
+    kept = []
+    for job_id in wanted or ():
+        job = q.get(job_id) if job_id not in moved else None
+        if job is not None and job.state is State.DEAD and job.dependencies:
+            kept.append(job_id)
+    return kept
 
 
 @dead.command(context_settings=CONTEXT_SETTINGS)
@@ -271,7 +293,10 @@ def retry(
 ) -> None:
     """Move dead jobs back to waiting with fresh attempts.
 
-    Exits 1 if a given JOB_ID is not dead (the others are still moved).
+    A job added with --depends-on goes back to blocked while a dependency has
+    not completed (retry the dependency with it); it stays dead while a
+    dependency is dead and not retried with it, or gone before it ran. Exits 1
+    if a given JOB_ID is not dead or stays dead (the others are still moved).
 
     \b
     Examples:
@@ -282,7 +307,8 @@ def retry(
     with open_queue(queue, url) as q:
         wanted = _targets(q, job_ids, DeadFilter(name, group), all_, limit)
         done = q.retry_dead(wanted, limit) if wanted != [] else []
-    _report("retried", wanted, done)
+        kept = _kept_dead(q, wanted, done)
+    _report("retried", wanted, done, kept)
 
 
 @dead.command(context_settings=CONTEXT_SETTINGS)

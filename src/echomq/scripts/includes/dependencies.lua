@@ -6,7 +6,9 @@
 -- A completion releases the dependents: each one's dp goes down by one, and
 -- at 0 it enters its lane as a new arrival. A dependency that dies or is
 -- removed (orphan_dependents, includes/retention.lua) sends them to dead,
--- naming it (a dependent added with on_dependency_failure="run", field df,
+-- naming it (field dx: the dependency that killed it; retryDead.lua revives
+-- such a job blocked on what has not completed, and keeps it dead while a
+-- dependency is dead or gone) (a dependent added with on_dependency_failure="run", field df,
 -- counts it as done instead and runs, seeing the failure in its dependency
 -- results); a dependent that dies so passes it on to its own dependents.
 --
@@ -64,7 +66,8 @@ end
 -- A blocked job whose dependency died or was removed: dead, naming it.
 local function kill_dependent(id, f, parent, why, now)
   local jk = job_key(id)
-  redis.call("HSET", jk, "s", "dead", "f", fmt(now),
+  -- dx: it never ran (retryDead keeps it dead while that dependency is gone)
+  redis.call("HSET", jk, "s", "dead", "f", fmt(now), "dx", parent,
     "e", "dependency " .. parent .. " " .. why .. " before it completed")
   redis.call("HDEL", jk, "dp")
   redis.call("ZREM", K_BLOCKED, id)
