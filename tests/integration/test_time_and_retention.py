@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from clock import wait_past
+from clock import server_ms, wait_past
+from conftest import FrozenServer
 from echomq import Job, State, SyncQueue
 
 
@@ -112,7 +113,7 @@ def test_completed_jobs_are_pruned_by_count(
     assert [q.get(i) is None for i in added] == [True, True, True, False, False]
     # a finished job's idempotency key expires with the retention age, and a
     # key whose job was pruned earlier (by count) no longer holds back an add
-    assert 0 < redis_client.pttl(q.engine.keys.idem("k4")) <= 86_400_000
+    assert 86_400_000 - 60_000 < redis_client.pttl(q.engine.keys.idem("k4")) <= 86_400_000
     assert q.add("j", key="k0") not in added
     assert q.add("j", key="k4") == added[4]
 
@@ -151,4 +152,73 @@ def test_nothing_is_left_behind_after_completion(
     fixed.add(q.engine.keys.events)  # capped at event_stream_length (docs/lifecycle.md)
     assert keys == fixed | idem
     # idempotency keys only outlive their jobs by the retention age (a TTL)
-    assert all(0 < redis_client.pttl(k) <= 86_400_000 for k in idem)
+    assert all(86_400_000 - 60_000 < redis_client.pttl(k) <= 86_400_000 for k in idem)
+
+
+# -- an idempotency key's TTL is its job's retention age, to the millisecond ---------
+#: ages apart, so a key given the other outcome's age is caught too
+COMPLETED_AGE_MS = 3_600_000
+DEAD_AGE_MS = 7_200_000
+
+
+def finish_three_ways(q: SyncQueue) -> dict[str, int]:
+    """Finish three keyed jobs: completed, failed to dead, and dead because its
+    dependency died; each key with the TTL its outcome's retention age must give."""
+    done, failed, parent = q.add_many(
+        [{"name": "done", "key": "done"}, {"name": "failed", "key": "failed"}, {"name": "p"}]
+    )
+    orphan = q.add("orphan", key="orphan", depends_on=[parent])
+    jobs = {job.id: job for job in q.claim(3, lease=300)}
+    q.complete(jobs[done])
+    q.fail(jobs[failed], "boom")
+    q.fail(jobs[parent], "boom")  # marks the blocked dependent for maintenance to kill
+    q.maintain()
+    dead = q.get(orphan)
+    assert dead is not None and dead.state is State.DEAD
+    return {"done": COMPLETED_AGE_MS, "failed": DEAD_AGE_MS, "orphan": DEAD_AGE_MS}
+
+
+def test_an_idempotency_key_expires_after_its_retention_age(
+    make_sync: Callable[..., SyncQueue], redis_client: redis.Redis
+) -> None:
+    """Bounded both ways by the server clock: the TTL is at most the age and
+    less only by the server time that passed since before the job finished."""
+    q = make_sync(
+        keep_completed_age=COMPLETED_AGE_MS / 1000,
+        keep_dead_age=DEAD_AGE_MS / 1000,
+        max_attempts=1,
+    )
+    before = server_ms(redis_client)
+    ages = finish_three_ways(q)
+    ttls = {key: redis_client.pttl(q.engine.keys.idem(key)) for key in ages}
+    passed = server_ms(redis_client) - before
+    for key, age in ages.items():
+        assert age - passed <= ttls[key] <= age, (key, ttls[key], age, passed)
+
+
+def test_an_idempotency_key_ttl_is_exactly_the_age_on_a_still_clock(
+    frozen_server: FrozenServer, queue_name: str
+) -> None:
+    """With the server clock standing still, PTTL is the retention age itself."""
+    q = SyncQueue(
+        queue_name,
+        frozen_server.url,
+        keep_completed_age=COMPLETED_AGE_MS / 1000,
+        keep_dead_age=DEAD_AGE_MS / 1000,
+        max_attempts=1,
+    )
+    client = frozen_server.server.client()
+    try:
+        ages = finish_three_ways(q)
+        ttls = {key: client.pttl(q.engine.keys.idem(key)) for key in ages}
+        assert ttls == ages
+        frozen_server.clock.advance(COMPLETED_AGE_MS - 1)
+        assert client.pttl(q.engine.keys.idem("done")) == 1
+        frozen_server.clock.advance(2)  # the age is over: the key is gone, the add is new
+        assert client.exists(q.engine.keys.idem("done")) == 0
+        again = q.get(q.add("again", key="done"))
+        assert again is not None and again.name == "again"  # not the finished "done" job
+        assert client.pttl(q.engine.keys.idem("failed")) == DEAD_AGE_MS - COMPLETED_AGE_MS - 1
+    finally:
+        client.close()
+        q.close()
