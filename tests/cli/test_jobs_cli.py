@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from cli.clitools import RunCli, one_line_error
 from echomq import State, SyncQueue
 from echomq.ids import is_id
+from echomq.job import Job
 from echomq.score import encode
+from echomq.testing import drain_sync
 
 
 def test_add_prints_the_id_of_a_job_with_every_option(cli: RunCli, sq: SyncQueue) -> None:
@@ -112,3 +115,29 @@ def test_unreachable_server_is_one_line_with_exit_1(cli: RunCli) -> None:
     for args in (("stats",), ("add", "x")):
         line = one_line_error(cli(*args, url="redis://127.0.0.1:1/0"))
         assert "cannot reach the server" in line and "127.0.0.1:1" in line
+
+
+def _parse_row(row: Any) -> None:
+    raise ValueError(f"row {row!r} has no address")
+
+
+def _import_rows(job: Job) -> None:  # a sync handler: the worker's thread pool runs it
+    _parse_row(job.data)
+
+
+def test_inspect_shows_the_handlers_frames_first(cli: RunCli, sq: SyncQueue) -> None:
+    job_id = sq.add("import", {"id": 3}, max_attempts=1)
+    drain_sync(sq, {"import": _import_rows})
+    text = cli("inspect", job_id).stdout
+    shown = text[text.index("traceback") :]
+    frames = [line.strip() for line in shown.splitlines() if line.strip().startswith("File ")]
+    assert len(frames) == 2, shown  # the handler, then the function it called
+    assert frames[0].endswith("in _import_rows") and frames[1].endswith("in _parse_row")
+    assert "frames of the worker running the handler left out" in shown
+    assert "echomq/worker" not in shown and "ValueError: row" in shown
+    full = cli("inspect", job_id, "--full-traceback").stdout
+    full_frames = [ln.strip() for ln in full.splitlines() if ln.strip().startswith("File ")]
+    assert len(full_frames) > 2 and "echomq/worker/executor.py" in full_frames[0]
+    assert full_frames[-2:] == frames
+    stored = json.loads(cli("inspect", job_id, "--json").stdout)["traceback"]
+    assert "echomq/worker/executor.py" in stored  # JSON keeps it whole

@@ -22,6 +22,7 @@ from echomq.cli.common import (
     when,
 )
 from echomq.cli.score import hex_split, ruler
+from echomq.cli.tracebacks import without_plumbing
 from echomq.errors import JobNotFound
 from echomq.ids import id_timestamp
 from echomq.job import Job, State
@@ -180,7 +181,9 @@ def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
     return table
 
 
-def _print_job(job: Job, queue: str, dependents: Dependents | None) -> None:
+def _print_job(
+    job: Job, queue: str, dependents: Dependents | None, full_traceback: bool = False
+) -> None:
     common.console.print(_fields_table(job, queue, dependents))
     decoded = codec.decode(job.score)
     common.console.print()
@@ -205,20 +208,35 @@ def _print_job(job: Job, queue: str, dependents: Dependents | None) -> None:
         common.console.print("\n[bold red]last error[/]")
         common.console.print(escape_text(job.error))
     if job.traceback:
+        text, hidden = job.traceback.rstrip(), 0
+        if not full_traceback:
+            text, hidden = without_plumbing(text)
         common.console.print("\n[bold]traceback[/]")
-        common.console.print(escape_text(job.traceback.rstrip()))
+        if hidden:
+            common.console.print(
+                f"({hidden} frames of the worker running the handler left out;"
+                " --full-traceback shows them)"
+            )
+        common.console.print(escape_text(text))
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("job_id")
 @json_option
+@click.option(
+    "--full-traceback",
+    is_flag=True,
+    help="Show the traceback whole, with the worker's own frames that called the handler.",
+)
 @queue_options
-def inspect(job_id: str, as_json: bool, queue: str, url: str | None) -> None:
+def inspect(job_id: str, as_json: bool, full_traceback: bool, queue: str, url: str | None) -> None:
     """Show one job: every field, and its score decoded.
 
     State, attempts, last error and traceback, and the score split into tier
-    and counter. Without -q (or ECHOMQ_QUEUE) the job's queue is found from
-    its id.
+    and counter. The traceback starts at the handler's own code (the
+    worker's frames that called it are left out unless --full-traceback;
+    --json always gives it whole). Without -q (or ECHOMQ_QUEUE) the job's
+    queue is found from its id.
 
     \b
     Examples:
@@ -241,7 +259,7 @@ def inspect(job_id: str, as_json: bool, queue: str, url: str | None) -> None:
         listed = None if dependents is None else dependents.to_dict()
         echo_json({**job_dict(job, where), "dependents": listed})
     else:
-        _print_job(job, where, dependents)
+        _print_job(job, where, dependents, full_traceback)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
