@@ -23,10 +23,11 @@ docs/tasks.md shows a whole test.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ from echomq.embedded import EmbeddedServer
 from echomq.job import Job, State
 from echomq.queue import Queue
 from echomq.sync import SyncQueue
+from echomq.watchdog import watch
 from echomq.worker import Worker
 from echomq.worker.handlers import Handlers
 
@@ -136,14 +138,41 @@ async def _idle(queue: Queue) -> bool:
 
 @pytest.fixture(scope="session")
 def echomq_url() -> Iterator[str]:
-    """A private Valkey for this test session, on a unix socket in a temporary directory."""
+    """A private Valkey for this test session, on a unix socket in a temporary
+    directory; it dies with the test run, even one killed (echomq.watchdog)."""
     with tempfile.TemporaryDirectory(prefix="echomq-test-") as home:
         server = EmbeddedServer(home)
         url = server.ensure_running()
+        guard = None
         try:
+            pid = server.status()["pid"]
+            guard = None if pid is None else watch(pid, home)
             yield url
         finally:
             server.stop()
+            if guard is not None:
+                guard.terminate()
+                guard.wait(10)
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> Generator[None, Any, None]:
+    """An ``async def`` test using ``echomq_queue`` runs on pytest-asyncio without
+    the project configuring it (no ``asyncio_mode``, no marker): it gets the
+    ``asyncio`` marker as it is collected. Other tests are left alone."""
+    outcome = yield
+    found = outcome.get_result()
+    items = found if isinstance(found, list) else [found]
+    for item in items:
+        if (
+            isinstance(item, pytest.Function)
+            and inspect.iscoroutinefunction(item.obj)
+            and "echomq_queue" in item.fixturenames
+            and item.get_closest_marker("asyncio") is None
+        ):
+            item.add_marker(pytest.mark.asyncio)
 
 
 def _queue_name(request: pytest.FixtureRequest) -> str:
