@@ -288,3 +288,32 @@ async def test_wait_wakes_on_a_stall_past_max_stalls_and_on_cancel(
     # keep_dead=0, yet each waiter read its job
     assert dead_stalled.state is State.DEAD and "stalled" in str(dead_stalled.error)
     assert dead_cancelled.state is State.DEAD and "Cancelled" in str(dead_cancelled.error)
+
+
+async def test_wait_on_a_blocked_job_wakes_when_its_dependency_dies(
+    aq: Queue, queue_name: str, redis_client: Any
+) -> None:
+    """A blocked dependent that dies because its dependency died (and its own
+    dependent, dead in turn) wakes its waiters, well before their timeout."""
+    await aq.configure(keep_dead=0)
+    dependency = await aq.add("extract", max_attempts=1)
+    dependent = await aq.add("merge", depends_on=[dependency])
+    chained = await aq.add("report", depends_on=[dependent])
+    waits = [asyncio.create_task(aq.wait(i, timeout=DEADLINE)) for i in (dependent, chained)]
+    await until(registered(redis_client, queue_name, 2), "both waits to register")
+    [job] = await aq.claim()
+    assert await aq.fail(job, "source down") is State.DEAD
+    # maintenance sends the blocked dependents to dead, a link of the chain per
+    # call, and runs again while some are left (as a worker does; lifecycle.md)
+    for _ in range(10):
+        if not (left := (await aq.maintain()).releasing):
+            break
+    assert not left
+    _, pending = await asyncio.wait(waits, timeout=DEADLINE / 2)
+    for task in pending:
+        task.cancel()
+    assert not pending, "a wait on a dependent killed by its dependency was not woken"
+    merge, report = (task.result() for task in waits)
+    # keep_dead=0, yet each waiter read its job
+    assert merge.state is State.DEAD and dependency in str(merge.error)
+    assert report.state is State.DEAD and dependent in str(report.error)
