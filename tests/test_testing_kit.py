@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from echomq import Backoff, Queue, Retry, State, SyncQueue, Unrecoverable, current_job
+from echomq import (
+    Backoff,
+    InvalidOption,
+    Queue,
+    Retry,
+    State,
+    SyncQueue,
+    Unrecoverable,
+    current_job,
+)
 from echomq.testing import drain, drain_sync
 
 pytestmark = pytest.mark.timeout(60)
@@ -167,3 +176,10 @@ def test_the_private_server_dies_with_a_killed_test_run(tmp_path: Path) -> None:
             run.wait(10)
         if server is not None and _alive(server):
             os.kill(server, signal.SIGKILL)
+
+
+async def test_drain_refuses_an_unknown_worker_option(echomq_queue: Queue) -> None:
+    with pytest.raises(InvalidOption, match=r"drain: unknown option\(s\) 'concurency'"):
+        await drain(echomq_queue, {"x": lambda job: None}, concurency=2)
+    with pytest.raises(InvalidOption, match="'on_completed'"):  # drain's own hook
+        await drain(echomq_queue, {"x": lambda job: None}, on_completed=print)

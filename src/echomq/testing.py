@@ -35,6 +35,7 @@ import pytest
 
 from echomq.embedded import EmbeddedServer
 from echomq.job import Job, State
+from echomq.options import check_known
 from echomq.queue import Queue
 from echomq.sync import SyncQueue
 from echomq.watchdog import watch
@@ -78,6 +79,8 @@ async def drain(
     ``worker_options`` go to the :class:`~echomq.Worker` (``concurrency``,
     ``middleware``, …). Raises TimeoutError if the queue is not idle in
     ``timeout`` seconds."""
+    allowed = set(inspect.signature(Worker).parameters) - {"queue", "handlers"}
+    check_known("drain", worker_options, allowed - {"on_completed", "on_retried", "on_dead"})
     outcomes: list[Outcome] = []
 
     def record(job: Job) -> None:
