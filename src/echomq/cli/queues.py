@@ -32,6 +32,7 @@ from echomq.cli.common import (
     short_when,
     url_option,
 )
+from echomq.ids import is_id
 from echomq.job import Job
 from echomq.keys import META_PATTERN, queue_of_meta
 from echomq.reports import QueueStats
@@ -110,7 +111,10 @@ def find_job(q: SyncQueue, job_id: str) -> tuple[Job, str] | None:
     """The job ``job_id`` and its queue: ``q``, or (no queue given) whichever holds it.
 
     Ids are unique across queues, so when no queue was named the server's
-    queues are searched one ``get`` each, up to MAX_QUEUES of them."""
+    queues are searched one ``get`` each, up to MAX_QUEUES of them (none for a
+    string that is not a job id: it names no job)."""
+    if not is_id(job_id):
+        return None
     job = q.get(job_id)
     if job is not None or queue_was_given():
         return None if job is None else (job, q.name)
@@ -126,6 +130,8 @@ def find_job(q: SyncQueue, job_id: str) -> tuple[Job, str] | None:
 
 def not_found(q: SyncQueue, job_id: str) -> str:
     """The one-line error for an id find_job did not find."""
+    if not is_id(job_id):
+        return f"no job {job_id!r}: not a job id (an id is job_ and 26 characters, job_01…)"
     if not queue_was_given():
         walk = walk_queues(q)
         where = f"any of the {len(walk.names)} queues on this server"
