@@ -208,24 +208,31 @@ def _jobs(reply: Sequence[Sequence[str]]) -> list[Job]:
 
 class Claimed(list[Job]):
     """The jobs a claim leased, in claim order (a plain list of Job), and, when it
-    leased none, ``retry_in``: seconds until the server's clock alone lets a lane
-    or the queue serve again (a throttle, a lane's or the queue's rate window),
-    None when only an event can (an add, a freed slot, a resume)."""
+    leased fewer than asked, ``retry_in``: seconds until the server's clock alone
+    lets a lane or the queue serve again (a throttle, a lane's or the queue's rate
+    window), None when only an event can (an add, a freed slot, a resume) or the
+    queue uses neither lane controls nor a queue-wide rate."""
 
     retry_in: float | None = None
 
 
 def _claimed(reply: Sequence[Any]) -> Claimed:
-    """Jobs from claim.lua's reply: deadline, claim time, then one row per job;
-    or "wait", when, now when none could be claimed yet."""
+    """Jobs from claim.lua's reply: deadline, claim time, one row per job, then
+    perhaps "wait", when; or "wait", when, now when none could be claimed yet."""
     if not reply:
         return Claimed()
     if reply[0] in ("wait", b"wait"):
         empty = Claimed()
         empty.retry_in = max(0, int(reply[1]) - int(reply[2])) / 1000
         return empty
+    rows, retry_at = reply[2:], None
+    if len(rows) >= 2 and rows[-2] in ("wait", b"wait"):
+        rows, retry_at = rows[:-2], int(rows[-1])
     deadline, claimed_at = ms_to_datetime(str(reply[0])), ms_to_datetime(str(reply[1]))
-    return Claimed(Job.from_claim(row, deadline, claimed_at) for row in reply[2:])
+    jobs = Claimed(Job.from_claim(row, deadline, claimed_at) for row in rows)
+    if retry_at is not None:
+        jobs.retry_in = max(0, retry_at - int(reply[1])) / 1000
+    return jobs
 
 
 def _check_code(reply: Any, detail: str) -> Any:

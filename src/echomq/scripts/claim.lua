@@ -17,7 +17,11 @@
 --          {lease deadline (ms), claim time (ms), job1, job2, ...} in claim
 --          order, each job {id, then the fields lease() reads below, in
 --          that order} (Job.from_claim reads them), nil where a field is
---          unset, with the attempt and claim counts this claim set.
+--          unset, with the attempt and claim counts this claim set; a claim
+--          that leased fewer than n on a queue with lane controls or a
+--          queue-wide rate ends that list with "wait", ms when the clock
+--          alone makes more claimable at ms (as above), so a worker left
+--          with free slots comes back then.
 --          A popped job whose expiry (field x) has passed is dead, not
 --          leased (up to EXPIRED_BUDGET of them per call, includes/time.lua;
 --          a call that stops there with none leased and jobs left waiting
@@ -482,17 +486,34 @@ end
 for lane, count in pairs(served) do
   if count then redis.call("HINCRBY", K_SERVED, lane, count) end
 end
-flush_waiting()
+-- a lane that joined the empty ring in this call (promoted, returned) rings
+-- only if work is left after this claim (includes/lanes.lua flush_waiting)
+flush_waiting(ring_len > 0)
 flush_events()
-if #out == 2 then
-  -- nothing claimed: say when the clock alone lets a lane or the queue serve
+local leased = #out - 2
+if leased < asked then
+  -- fewer than asked: say when the clock alone lets a lane or the queue serve
   -- again (a parked lane's throttle or rate window, the queue-wide rate
-  -- window), so an idle worker sleeps until then or a ring (worker/fetcher.py)
-  -- stopped by EXPIRED_BUDGET with jobs left: claim again now
-  if expired >= EXPIRED_BUDGET and ring_len > 0 then return {"wait", claimed_at, claimed_at} end
-  local at = tonumber(next_lane_wake())
-  if queue_bound == "r" and queue_at and (not at or queue_at < at) then at = queue_at end
-  if at then return {"wait", fmt(at), claimed_at} end
-  return {}
+  -- window), so a worker with free slots comes back then at the latest
+  -- (worker/fetcher.py); a ring (an add, a freed slot, a resume) comes first.
+  -- With some leased this is read only where lane controls or a queue-wide
+  -- rate are in use (a plain queue's claim costs nothing more).
+  local gated = queue_bound == "r" or #woken > 0
+  for _, g in pairs(gates) do gated = gated or g.gated end
+  local at = nil
+  if expired >= EXPIRED_BUDGET and ring_len > 0 then
+    at = now  -- stopped by EXPIRED_BUDGET with jobs left: claim again now
+  elseif leased == 0 or gated then
+    at = tonumber(next_lane_wake())
+    if queue_bound == "r" and queue_at and (not at or queue_at < at) then at = queue_at end
+  end
+  if leased == 0 then
+    if at then return {"wait", fmt(at), claimed_at} end
+    return {}
+  end
+  if at then
+    out[#out + 1] = "wait"
+    out[#out + 1] = fmt(at)
+  end
 end
 return out

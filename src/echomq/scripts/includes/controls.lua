@@ -221,6 +221,17 @@ local function plan_recheck(lane)
   end
 end
 
+-- Note that parked ``lane`` can be served at ``at`` (ms). Idle workers sleep
+-- until the earliest such time they were told of (a claim's retry_in, the
+-- maintenance's next fire time), so a time before every other one rings the
+-- doorbell: the woken worker's claim answers with it (e.g. a lane capped and
+-- over its rate whose slot frees while its rate window still runs).
+local function wake_lane_at(lane, at)
+  local first = redis.call("ZRANGE", K_LANEWAKE, 0, 0, "WITHSCORES")
+  if not first[2] or at < tonumber(first[2]) then ring_doorbell() end
+  redis.call("ZADD", K_LANEWAKE, at, lane)
+end
+
 -- After a lane's active count or controls changed: a parked lane that can be
 -- served now goes back into the ring; one that cannot waits for its time
 -- (K_LANEWAKE) or an event. Returns whether it went back.
@@ -232,7 +243,7 @@ local function recheck(lane, now)
     return true
   end
   if at then
-    redis.call("ZADD", K_LANEWAKE, at, lane)
+    wake_lane_at(lane, at)
   else
     redis.call("ZREM", K_LANEWAKE, lane)
   end

@@ -7,6 +7,7 @@ local TIER_UNIT = 4294967296        -- 2^32: one tier step in the composite scor
 local MAX_COUNTER = 4294967295      -- 2^32 - 1: the largest arrival counter
 
 local waiting_delta        -- per call (reset below)
+local ring_filled          -- per call: a lane joined the ring while it held no lane
 local REBASE_AT = 2147483648        -- 2^31: past it, the counter starts again (below)
 
 -- A renumbering in steps (includes/renumber.lua, docs/ordering.md) keeps its
@@ -72,6 +73,10 @@ end
 -- Write the buffered jobs; a lane that was empty joins the ring's tail.
 -- A lane that was empty also gets its served count (0): the served hash then
 -- names every lane of the ring, which a renumbering's scan walks (HSCAN).
+-- A lane joining a ring that held no lane is noted (ring_filled): the ring
+-- list holds only the lanes that can be served (a parked lane is out of it),
+-- so that is the moment work became claimable while none was (flush_waiting
+-- rings the doorbell for it).
 local function flush_lanes()
   local indexed = {}
   local joined = nil
@@ -80,7 +85,7 @@ local function flush_lanes()
     local was_empty = redis.call("EXISTS", lk) == 0
     call_chunked("ZADD", lk, pending[lane], 2)
     if was_empty then
-      redis.call("RPUSH", K_RING, lane)
+      if redis.call("RPUSH", K_RING, lane) == 1 then ring_filled = true end
       redis.call("HSETNX", K_SERVED, lane, 0)
       joined = lane
     end
@@ -171,13 +176,21 @@ local function ring_if_earliest(fire_ms)
   if not first[2] or tonumber(fire_ms) < tonumber(first[2]) then ring_doorbell() end
 end
 
--- Write the lanes and the waiting count; ring the doorbell when the queue
--- goes from no waiting job to some, so an idle worker wakes.
-local function flush_waiting()
+-- Write the lanes and the waiting count; ring the doorbell when a lane joined
+-- a ring that held no lane (flush_lanes), so an idle worker wakes. The wake
+-- rule (docs/lifecycle.md): a worker waits on the doorbell only after a claim
+-- that emptied the ring list (every lane left was served, emptied or parked),
+-- so a ring is due exactly when the list gets its first lane again, whatever
+-- parked lanes (paused, capped, throttled, over a rate) still hold. A parked
+-- lane coming back rings on its own (includes/controls.lua unpark).
+-- ``keep_ring``: false when the caller took the work itself (a claim that
+-- emptied the ring again), so no other worker is woken for nothing.
+local function flush_waiting(keep_ring)
   flush_lanes()
+  if ring_filled and keep_ring ~= false then ring_doorbell() end
+  ring_filled = false
   if waiting_delta == 0 then return end
-  local after = redis.call("HINCRBY", K_META, "w", waiting_delta)
-  if after > 0 and after - waiting_delta <= 0 then ring_doorbell() end
+  redis.call("HINCRBY", K_META, "w", waiting_delta)
   waiting_delta = 0
 end
 
@@ -190,7 +203,7 @@ local reserved_next, reserved_last
 
 -- This include's per-call state starts fresh at each call (includes/fixed.lua).
 on_call(function()
-  waiting_delta, renumbering, renamed = 0, nil, {}
+  waiting_delta, renumbering, renamed, ring_filled = 0, nil, {}, false
   pending, pending_order = {}, {}
   reserved_next, reserved_last = 1, 0
 end)
