@@ -8,8 +8,10 @@ hash slots, replicas, per-node script caches, and a primary that dies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 
 import pytest
 import redis.cluster
@@ -72,6 +74,24 @@ def read_on_replica(replica: PrivateServer, key: str) -> dict[str, str]:
     with replica.client() as client:
         client.readonly()
         return dict(client.hgetall(key))
+
+
+#: ms a replica's replication stream stands still (CLIENT PAUSE WRITE) under a durable add.
+REPLICATION_PAUSE_MS = 500
+
+
+@contextlib.contextmanager
+def replication_paused(replica: PrivateServer) -> Iterator[None]:
+    """The replica stops applying its primary's stream for REPLICATION_PAUSE_MS
+    (CLIENT PAUSE WRITE: a replica's link to its primary pauses with it) and
+    still serves reads; an add that returned without waiting for the replica
+    (no WAIT) is then not on it. Unpaused when the block ends."""
+    with replica.client() as client:
+        client.execute_command("CLIENT", "PAUSE", REPLICATION_PAUSE_MS, "WRITE")
+        try:
+            yield
+        finally:
+            client.execute_command("CLIENT", "UNPAUSE")
 
 
 def test_crc16_matches_the_reference_vector() -> None:
@@ -214,10 +234,13 @@ def test_a_durable_add_is_on_the_replica_when_it_returns(
     [replica] = local_cluster.replicas_of(owner)
     keys = QueueKeys(queue_name)
     with SyncQueue(queue_name, local_cluster.url, durable=True) as q:
-        job_id = q.add("j", {"n": 1})
-        assert read_on_replica(replica, keys.job(job_id))["n"] == "j"
-        ids = q.add_many([{"name": "k"}, {"name": "k"}])
-        assert all(read_on_replica(replica, keys.job(i)) for i in ids)
+        q.add("warm-up")  # the client knows the topology and the scripts first
+        with replication_paused(replica):
+            job_id = q.add("j", {"n": 1})
+            assert read_on_replica(replica, keys.job(job_id))["n"] == "j"
+        with replication_paused(replica):
+            ids = q.add_many([{"name": "k"}, {"name": "k"}])
+            assert all(read_on_replica(replica, keys.job(i)) for i in ids)
 
 
 async def test_an_async_durable_add_is_on_the_replica_when_it_returns(
@@ -228,10 +251,13 @@ async def test_an_async_durable_add_is_on_the_replica_when_it_returns(
     [replica] = local_cluster.replicas_of(owner)
     keys = QueueKeys(queue_name)
     async with Queue(queue_name, local_cluster.url) as q:
-        job_id = await q.add("j", durable=True)
-        assert read_on_replica(replica, keys.job(job_id))["n"] == "j"
-        ids = await q.add_many([{"name": "k"}] * 3, durable=True)
-        assert all(read_on_replica(replica, keys.job(i)) for i in ids)
+        await q.add("warm-up")
+        with replication_paused(replica):
+            job_id = await q.add("j", durable=True)
+            assert read_on_replica(replica, keys.job(job_id))["n"] == "j"
+        with replication_paused(replica):
+            ids = await q.add_many([{"name": "k"}] * 3, durable=True)
+            assert all(read_on_replica(replica, keys.job(i)) for i in ids)
 
 
 STALL_TIMEOUT = 1.0  # durable_timeout of the add sent to a stopped replica
