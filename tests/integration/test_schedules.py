@@ -9,14 +9,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 import redis
 
-from clock import server_ms, wait_past
+from clock import server_ms, to_ms, wait_past
+from conftest import FrozenServer
 from echomq import InvalidSchedule, Job, Queue, State, SyncQueue, Worker
 from echomq.errors import InvalidName, InvalidOption, PayloadError
 from echomq.schedules import MAX_SCHEDULES
@@ -159,9 +160,10 @@ def test_a_fire_adds_one_job_with_the_schedule_fields(
 
 
 def test_missed_fires_yield_one_catch_up_job(sq: SyncQueue, redis_client: redis.Redis) -> None:
-    first = sq.schedule("often", every=0.25, name="j")
+    first = sq.schedule("often", every=0.5, name="j")
     assert first is not None
-    # nothing runs for four periods
+    # nothing runs for two periods: three fire times missed, the next one ~500 ms
+    # away when maintenance runs (a margin for the second maintain() below)
     wait_past(redis_client, first + timedelta(seconds=1.0))
     report = sq.maintain()
     assert report.fired == 1
@@ -334,11 +336,29 @@ async def test_four_workers_one_second_schedules_for_30_seconds(
 
 
 def test_fire_time_is_the_stored_one_not_the_firers_clock(
-    sq: SyncQueue, redis_client: redis.Redis
+    frozen_server: FrozenServer, queue_name: str
 ) -> None:
-    nxt = sq.schedule("exact", cron="* * * * *", name="j")
-    assert nxt is not None and nxt.second == 0 and nxt.microsecond == 0
-    assert nxt > datetime.now(UTC) - timedelta(seconds=60)
+    """On a server clock a day and some seconds away from this process's clock:
+    the first fire is the server's next minute, and a fire made 90.5 s late
+    carries the stored fire time (neither the firer's server time nor its local
+    clock), as does the schedule's next fire."""
+    clock = frozen_server.clock
+    minute = 60_000
+    local_ms = int(time.time() * 1000)
+    # a whole minute of the server's clock, well apart from the local clock
+    start = (max(clock.now_ms, local_ms) // minute + 24 * 60 + 1) * minute
+    clock.set(start + 17_345)
+    with SyncQueue(queue_name, frozen_server.url) as sq:
+        nxt = sq.schedule("exact", cron="* * * * *", name="j")
+        assert nxt is not None and to_ms(nxt) == start + minute
+        clock.set(start + 2 * minute + 30_500)  # fires at +1 and +2 min missed
+        report = sq.maintain()
+        assert report.fired == 1 and to_ms(report.server_time) == clock.now_ms
+        [job] = fired_jobs(sq, "exact")
+        assert job.fire_time is not None and to_ms(job.fire_time) == start + minute
+        assert report.next_schedule is not None
+        assert to_ms(report.next_schedule) == start + 3 * minute
+        assert to_ms(info(sq, "exact").next_fire) == start + 3 * minute
 
 
 def test_max_attempts_none_takes_the_stored_setting_at_the_fire(
