@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 import orjson
 
-from echomq import ids, settings, storage
+from echomq import ids, lanepages, settings, storage
 from echomq.call import Call
 from echomq.errors import (
     SCRIPT_ERRORS,
@@ -46,7 +46,7 @@ from echomq.job import (
     ms_to_datetime,
 )
 from echomq.keys import QueueKeys, check_name, group_of, lane_of
-from echomq.lanecontrols import UNSET, Unset, check_throttle, encode_controls, parse_rate
+from echomq.lanecontrols import UNSET, Unset, check_throttle, encode_controls
 from echomq.options import (
     DEFAULT_DURABLE_TIMEOUT,
     DEFAULT_LEASE,
@@ -445,6 +445,12 @@ class Engine:
             why = "is dead" if state == "dead" else "does not exist (never added, or pruned)"
             raise InvalidDependency(
                 f"depends_on job {dep!r} {why} in queue {self.queue!r}; nothing was added"
+            )
+        if isinstance(reply, list) and reply and reply[0] == SCRIPT_CODES[InvalidState]:
+            raise InvalidState(
+                f"queue {self.queue!r} is being dropped (drop() deletes its keys page by"
+                " page; adds are refused until it ends, or for 60 s after one that stopped"
+                " half way): nothing was added"
             )
         if isinstance(reply, list) and reply and reply[0] == -5:
             _, lane, held, adding, most = reply
@@ -1014,57 +1020,48 @@ class Engine:
         """Dead jobs, newest first, with their last error."""
         return self.jobs(State.DEAD, offset=offset, count=count)
 
-    def stats(self, lane_limit: int = 1000) -> Call[QueueStats]:
-        """Counts by state and waiting jobs by lane (one script call)."""
+    def stats(self, lane_limit: int = 1000) -> Call[QueueStats | Next[QueueStats]]:
+        """Counts by state and waiting jobs by lane: the ring's lanes in ring order,
+        then the parked lanes, at most ``lane_limit``. One script call for the
+        counts and the ring's first lanes, then a bounded call per further page
+        of lanes (echomq.lanepages)."""
         check_int("lane_limit", lane_limit, 1, 1_000_000)
-        return self._script("stats", self._parse_stats, str(lane_limit))
+        first = min(lane_limit, lanepages.PAGE)
+        return self._script("stats", partial(self._parse_stats, lane_limit), str(first))
 
-    def _parse_stats(self, reply: Any) -> QueueStats:
+    def _parse_stats(self, lane_limit: int, reply: Any) -> QueueStats | Next[QueueStats]:
         c, flat = reply[0], reply[1]
         # stats.lua counts the first six states in order, then blocked at index 10
         counts = {name: int(c[i]) for i, name in enumerate(LISTED_STATES[:6])}
         counts[State.BLOCKED.value] = int(c[10]) if len(c) > 10 else 0
-        lanes = {group_of(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 4)}
-        totals = dict(zip(("added", "completed", "failed"), map(int, reply[3]), strict=True))
-        last = _ms(reply[4]) if reply[4] != "" else None
-        return QueueStats(
-            self.queue, counts, lanes, int(c[6]), c[7] == "1", c[8] or "", int(c[9]), totals, last
+        # "lost" (listed jobs whose hash was gone) where the server counts it
+        totals = dict(
+            zip(("added", "completed", "failed", "lost"), map(int, reply[3]), strict=False)
         )
+        last = _ms(reply[4]) if reply[4] != "" else None
+        stats = QueueStats(
+            self.queue, counts, {}, int(c[6]), c[7] == "1", c[8] or "", int(c[9]), totals, last
+        )
+        ring = [
+            LaneInfo(
+                group_of(flat[i]), i // 4, int(flat[i + 2]), int(flat[i + 1]), int(flat[i + 3])
+            )
+            for i in range(0, len(flat), 4)
+        ]
 
-    def lanes(self, limit: int = 1000) -> Call[list[LaneInfo]]:
+        def finish(lanes: list[LaneInfo]) -> QueueStats:
+            return replace(stats, lanes={lane.group: lane.backlog for lane in lanes})
+
+        pages = lanepages.LanePages(self._script, "waiting", lane_limit, finish, ring)
+        return pages.go_on(str(reply[5][0]), str(reply[5][1]))
+
+    def lanes(self, limit: int = 1000) -> Call[list[LaneInfo] | Next[list[LaneInfo]]]:
         """The lanes in ring order with weight, backlog, claims served, the turn left
         and their controls, then the parked lanes and the lanes with controls that
-        hold no waiting job (position -1)."""
+        hold no waiting job (position -1); at most ``limit``, read in pages of
+        bounded server work (echomq.lanepages)."""
         check_int("limit", limit, 1, 1_000_000)
-
-        def parse(reply: Any) -> list[LaneInfo]:
-            flat, turn, now = reply[0], reply[1], int(reply[2])
-            out = []
-            for i in range(0, len(flat), 12):
-                row = flat[i : i + 12]
-                lane, pos = row[0], int(row[1])
-                left = int(turn[1]) if turn[0] == lane and turn[1] != "" and pos == 0 else None
-                until = int(row[9]) if row[9] != "" and int(row[9]) > now else None
-                out.append(
-                    LaneInfo(
-                        group_of(lane),
-                        pos,
-                        int(row[3]),
-                        int(row[2]),
-                        int(row[4]),
-                        left,
-                        concurrency=int(row[5]) if row[5] != "" else None,
-                        rate=parse_rate(row[6]) if row[6] != "" else None,
-                        paused=row[7] == "1",
-                        max_waiting=int(row[8]) if row[8] != "" else None,
-                        active=max(0, int(row[10] or "0")),
-                        parked=row[11] == "1",
-                        throttled_until=ms_to_datetime(row[9]) if until is not None else None,
-                    )
-                )
-            return out
-
-        return self._script("laneList", parse, str(limit))
+        return lanepages.LanePages(self._script, "all", limit, list).call()
 
     def set_lane(
         self,

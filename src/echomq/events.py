@@ -38,6 +38,7 @@ KINDS = (
     "requeued",
     "removed",
     "unthrottled",
+    "lost",
 )
 #: the kind of the notice a reader gets when events after its cursor were trimmed.
 MISSED = "missed"

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "lane": "echomq.cli.lane:lane",
     "pause": "echomq.cli.queues:pause",
     "resume": "echomq.cli.queues:resume",
+    "drop": "echomq.cli.drop:drop",
     "config": "echomq.cli.config:config",
     "score": "echomq.cli.score:score",
     "dead": "echomq.cli.dead:dead",

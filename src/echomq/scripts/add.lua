@@ -21,6 +21,8 @@
 --          E_ORDERING (-3) if the queue exists with the other ordering, or
 --          {E_NOT_FOUND (-1), id, state} if a dependency is unknown ("") or
 --          dead (nothing is written then).
+--          {E_INVALID_STATE (-6), "dropping", ms} while drop() deletes the
+--          queue (its last page at ms, server clock; nothing is written).
 --          {E_LANE_FULL (-5), lane, held, adding, max_waiting} when the batch
 --          would make a lane hold more than its max_waiting waiting + delayed
 --          + blocked jobs (nothing is written).
@@ -34,6 +36,9 @@
 -- @include format
 -- @include readers
 
+-- adds are refused while a drop's last page is this recent (ms: dropPage.lua)
+local DROP_FENCE_MS = 60000
+
 local requested = ARGV[7]
 local jobs = cjson.decode(ARGV[8])
 -- a step of a renumbering in progress (includes/renumber.lua), read with the
@@ -44,6 +49,11 @@ if stored and stored ~= requested then return E_ORDERING end
 
 local now = now_ms()
 local created_at = fmt(now)
+-- a drop() under way deletes the queue page by page: an add now would leave
+-- a job half deleted (dropPage.lua); refused until DROP_FENCE_MS after its last page
+if meta[3] and now - tonumber(meta[3]) < DROP_FENCE_MS then
+  return {E_INVALID_STATE, "dropping", meta[3]}
+end
 
 -- read phase: every idempotency key, job hash and lane the batch touches
 local ids = {}

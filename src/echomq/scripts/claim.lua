@@ -214,6 +214,7 @@ local function foresee_claim(due, expired, woken)
   local jobs = {}
   local remaining = n
   local dying = {}  -- jobs past their expiry: lease() buries them, up to EXPIRED_BUDGET
+  local lost = {}   -- {lane, id} of entries whose job hash is gone (dropped below)
   while remaining > 0 and ring.len > 0 and #dying < EXPIRED_BUDGET do
     local lane = sim.head(ring)
     if not lane then break end
@@ -241,15 +242,19 @@ local function foresee_claim(due, expired, woken)
         local h = read_key("HMGET", job_key(id), unpack(LEASE_FIELDS))
         local found = false
         for i = 1, #LEASE_FIELDS do found = found or h[i] ~= false end
-        if not found then missing_job(id) end
-        jobs[id] = h
-        if h[16] and tonumber(h[16]) <= now then
+        if not found then
+          -- listed but its hash is gone on a stable slot (read_key confirmed
+          -- it: during a migration it raised TRYAGAIN), e.g. drop() raced an
+          -- add: the rotation goes on past it, the write phase drops it
+          lost[#lost + 1] = {lane, id}
+        elseif h[16] and tonumber(h[16]) <= now then
           -- as lease() will: buried, not leased (its idempotency key read now)
           dying[#dying + 1] = id
           if h[12] then read_key("EXISTS", idem_key(h[12])) end
         else
           leased = leased + 1
         end
+        if found then jobs[id] = h end
       end
       local got = #ids
       taken[lane] = taken[lane] + got
@@ -277,7 +282,7 @@ local function foresee_claim(due, expired, woken)
   -- read once here; bury() reads it again per job: docs/lifecycle.md)
   if #dying > 0 then read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, dying) end
   return {ring_len = ring_len, head = ring.head, turn = turn, weights = weights, size = size,
-    gates = gates, jobs = jobs}
+    gates = gates, jobs = jobs, lost = lost}
 end
 -- promote due jobs and return expired leases, at most a budget of each
 -- (includes/time.lua), both read before the first write
@@ -302,6 +307,21 @@ local known = seen and seen.jobs or {}
 -- A quiet call writes nothing before its rotation (nothing due, expired,
 -- woken or renumbered): the rotation then finds what the simulation read,
 -- and takes it from there instead of reading it again.
+if seen and #seen.lost > 0 then
+  -- entries whose job is gone leave their lanes first (counted: meta "lost",
+  -- the stats' totals; event "lost"); the rotation then reads the lanes afresh
+  -- (the slot is stable: read_key confirmed it, every key is here)
+  local dropped = 0
+  for _, entry in ipairs(seen.lost) do
+    if redis.call("ZREM", lane_key(entry[1]), entry[2]) == 1 then
+      dropped = dropped + 1
+      emit("lost", entry[2], entry[1])
+    end
+  end
+  waiting_delta = waiting_delta - dropped
+  redis.call("HINCRBY", K_META, "lost", dropped)
+  seen = nil
+end
 if not (seen and #due.ids == 0 and #expired.ids == 0 and #woken == 0 and not renumber_step) then
   seen = nil
 end

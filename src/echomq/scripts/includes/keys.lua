@@ -65,8 +65,12 @@ local function read_key(command, key, ...)
   return reply
 end
 
--- A job listed in one of the queue's sets whose hash is not here: never the
--- case on a stable slot (every script writes both together).
+-- A job listed in one of the queue's sets whose hash is not here: during a
+-- slot migration its hash is on the other node; on a stable slot the hash
+-- is gone (a drop() raced an add: claim.lua and includes/time.lua drop such
+-- entries and count them instead of calling this).
 local function missing_job(id)
-  try_again("job " .. id .. " is listed but its hash is not on this node")
+  error({err = "TRYAGAIN echomq: job " .. id .. " is listed but its hash is not on this"
+    .. " node (is the queue's slot being migrated, or was the queue dropped while the"
+    .. " job was added?)"})
 end

@@ -108,10 +108,11 @@ end
 -- fields read in the same HMGET, for the caller: {ordering ("o", nil for a
 -- new queue), paused ("1" or nil)}.
 local function read_renumber(takes, base)
-  -- the ordering (as ordering() reads it) and the pause in the same read
+  -- the ordering (as ordering() reads it), the pause and a drop under way
+  -- (dr: dropPage.lua's last page, ms; add.lua refuses then) in the same read
   local state = redis.call("HMGET", K_META, "rn", "rnh", "rnl", "rnz", "rna", "rnn", "o",
-    "paused")
-  local meta = {state[7] or nil, state[8] or nil}
+    "paused", "dr")
+  local meta = {state[7] or nil, state[8] or nil, state[9] or nil}
   if state[7] == "mint" then return nil, meta end
   local plan = {budget = (base or RENUMBER_BUDGET) + 2 * takes, stage = state[1]}
   if not plan.stage then

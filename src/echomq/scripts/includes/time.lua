@@ -45,8 +45,9 @@ local function read_due(now, limit)
   local fields, lanes = {}, {}
   local order = #due > 0 and ordering()  -- read only when a job comes due
   for i, id in ipairs(due) do
+    -- a hash that is gone on a stable slot (a drop() raced an add; during a
+    -- migration read_key raised TRYAGAIN) is dropped by promote, counted
     local f = read_key("HMGET", job_key(id), "p", "g")
-    if not f[1] then missing_job(id) end
     fields[i] = f
     read_lane(lanes, f[2])
   end
@@ -88,6 +89,9 @@ local function promote(plan)
       count_delayed(f[2], -1)
       enter_lane(f[2], id, score)
       promoted = promoted + 1
+    else
+      emit("lost", id, nil)  -- listed, its hash gone: dropped (meta "lost")
+      redis.call("HINCRBY", K_META, "lost", 1)
     end
   end
   return promoted
@@ -105,8 +109,8 @@ local function read_expired(now, prune_dead, limit)
   local fields, lanes, stalls = {}, {}, {}
   local buried, freed = {}, {}
   for i, id in ipairs(expired) do
+    -- a hash that is gone (see read_due) is dropped by reap, counted
     local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn")
-    if not f[1] then missing_job(id) end
     if f[5] then read_key("EXISTS", idem_key(f[5])) end
     read_lane(lanes, f[3])
     if f[1] and not freed[f[3] or ""] then
@@ -157,6 +161,9 @@ local function reap(plan, now)
         enter_lane(f[3], id, renamed[id] or f[4])  -- renumbered in this very call?
       end
       reaped = reaped + 1
+    else
+      emit("lost", id, nil)  -- listed, its hash gone: dropped (meta "lost")
+      redis.call("HINCRBY", K_META, "lost", 1)
     end
   end
   if #dead_pairs > 0 then call_chunked("ZADD", K_DEAD, dead_pairs, 2) end
