@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq import ids
+from echomq import ids, lanepages
 from echomq.call import Call
 from echomq.engine import Engine
 from echomq.errors import (
@@ -28,6 +28,7 @@ from echomq.errors import (
 from echomq.job import Job, State, ms_to_datetime
 from echomq.options import QueueOptions
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.steps import Next
 
 MS = 1_700_000_000_000  # a server time in ms
 AT = datetime.fromtimestamp(MS / 1000, tz=UTC)
@@ -202,6 +203,7 @@ STATS_REPLY: list[Any] = [
     ["acme", "4"],
     ["21", "4", "2"],
     str(MS),  # last activity
+    ["", ""],  # no laneList page goes on
 ]
 
 
@@ -220,7 +222,9 @@ def test_stats_and_lanes(engine: Engine) -> None:
         AT,
     )
     assert stats.ever_used and stats.to_dict()["last_activity"] == AT.isoformat()
-    never = engine.stats().parse([["0"] * 8 + ["", "0"], [], ["", ""], ["0", "0", "0"], ""])
+    never = engine.stats().parse(
+        [["0"] * 8 + ["", "0"], [], ["", ""], ["0", "0", "0"], "", ["", ""]]
+    )
     assert not never.ever_used and never.last_activity is None
     lanes_reply = [
         [
@@ -229,6 +233,8 @@ def test_stats_and_lanes(engine: Engine) -> None:
         ],
         ["acme", "4"],
         str(MS),
+        "",  # the last page
+        "",
     ]
     assert engine.lanes().parse(lanes_reply) == [
         LaneInfo("acme", 0, 5, 3, 10, 4, active=2),
@@ -250,6 +256,23 @@ def test_stats_and_lanes(engine: Engine) -> None:
     ]
     tiers = engine.waiting_tiers().parse(["acme", ["0", "3", "2", "1"], "1", "", [], "0"])
     assert tiers == {"acme": TierCounts({0: 3, 2: 1}, True), None: TierCounts({}, False)}
+
+
+def test_lanes_and_stats_go_on_in_bounded_pages(engine: Engine) -> None:
+    """A listing past one page asks for the next laneList page at the reply's cursor,
+    each page at most lanepages.PAGE lanes; the lanes found so far are kept."""
+    call = engine.lanes(limit=450)
+    assert call.args[-4:] == ["all", "r", "0", str(lanepages.PAGE)]
+    row = ["a", "0", "1", "1", "0", "", "", "", "", "", "", "0"]
+    going = call.parse([row, ["", ""], str(MS), "r", str(lanepages.PAGE)])
+    assert isinstance(going, Next)
+    assert going.call.args[-4:] == ["all", "r", str(lanepages.PAGE), str(lanepages.PAGE)]
+    last = going.call.parse([row, ["", ""], str(MS), "", ""])
+    assert [lane.group for lane in last] == ["a"]  # met twice (the ring moved): listed once
+    stats_call = engine.stats(lane_limit=5000)
+    assert stats_call.args[-1] == str(lanepages.PAGE)
+    more = stats_call.parse([*STATS_REPLY[:5], ["h", "0"]])
+    assert isinstance(more, Next) and more.call.args[-4:] == ["waiting", "h", "0", "200"]
 
 
 def test_maintain_report(engine: Engine) -> None:

@@ -1,20 +1,31 @@
--- laneList: the lanes with their controls (read-only): the ring's lanes in
--- ring order, then the parked lanes and the lanes with controls but no
--- waiting jobs, at most ARGV[7] lanes in all.
+-- laneList: one page of the lanes with their controls (read-only). The
+-- client pages (echomq.lanepages): the ring's lanes in ring order ("r"
+-- pages, an offset into the ring list), then the lanes out of the ring ("h"
+-- pages, an HSCAN cursor over the controls hash): the parked lanes and, with
+-- ARGV[7] "all", the lanes with controls or counters but no waiting job. Each
+-- call does bounded work: at most ARGV[10] (≤ PAGE_MAX) ring lanes, or one
+-- HSCAN step of about ARGV[10] fields, each field at most one row.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
--- ARGV[7]     most lanes to list
+-- ARGV[7]     "all" (every lane) or "waiting" (the lanes holding waiting jobs:
+--             the ring, then the parked lanes)
+-- ARGV[8]     phase: "r" (ring) or "h" (controls hash)
+-- ARGV[9]     cursor: the ring offset ("r") or the HSCAN cursor ("h")
+-- ARGV[10]    page size
 --
--- Returns: {lanes, turn, now} where lanes = {lane, position (-1: not in the
---   ring), backlog, weight, served, concurrency, rate, paused, max_waiting,
---   throttled until, active, parked ("1"/"0"), ...} (empty text where unset)
---   and turn = {lane or "", claims left or ""}
+-- Returns: {lanes, turn, now, next phase ("" when done), next cursor} where
+--   lanes = {lane, position (-1: not in the ring), backlog, weight, served,
+--   concurrency, rate, paused, max_waiting, throttled until, active, parked
+--   ("1"/"0"), ...} (empty text where unset) and turn = {lane or "", claims
+--   left or ""}
 -- @include fixed
 -- @include keys
 -- @include clock
 
-local limit = tonumber(ARGV[7])
+local PAGE_MAX = 1000
+local mode, phase, cursor = ARGV[7], ARGV[8], ARGV[9]
+local size = math.max(1, math.min(tonumber(ARGV[10]), PAGE_MAX))
 local out, listed = {}, {}
 local function put(lane, position)
   listed[lane] = true
@@ -26,28 +37,42 @@ local function put(lane, position)
   row[#row + 1] = c[7] and "1" or "0"
   for _, v in ipairs(row) do out[#out + 1] = v end
 end
-local count = 0
-for i, lane in ipairs(redis.call("LRANGE", K_RING, 0, limit - 1)) do
-  put(lane, i - 1)
-  count = count + 1
+
+local next_phase, next_cursor = "", ""
+if phase == "r" then
+  local offset = tonumber(cursor)
+  local ring = redis.call("LRANGE", K_RING, offset, offset + size - 1)
+  for i, lane in ipairs(ring) do put(lane, offset + i - 1) end
+  if #ring == size then
+    next_phase, next_cursor = "r", tostring(offset + size)
+  else
+    next_phase, next_cursor = "h", "0"
+  end
 end
--- then the other lanes with controls or counters, looking at most SCAN_BUDGET
--- fields of the controls hash (bounded work: a queue with 10^5 lanes that
--- hold delayed jobs is listed in part)
-local SCAN_BUDGET = 10000
-local cursor, seen = "0", 0
-repeat
-  if count >= limit or seen >= SCAN_BUDGET then break end
-  local page = redis.call("HSCAN", K_LANECTL, cursor, "COUNT", 500)
-  cursor = page[1]
+if phase == "h" and (mode == "all" or redis.call("HEXISTS", K_LANECTL, "np") == 1) then
+  -- a lane of the ring was listed by the "r" pages: only lanes out of it here
+  -- (parked, or holding no waiting job)
+  -- COUNT counts buckets, not fields: Valkey 8's hash tables keep up to 7
+  -- fields a bucket, so size / 8 buckets give at most about size fields
+  local count = math.max(1, math.floor(size / 8))
+  local page
+  if mode == "all" then
+    page = redis.call("HSCAN", K_LANECTL, cursor, "COUNT", count)
+  else
+    page = redis.call("HSCAN", K_LANECTL, cursor, "MATCH", "k:*", "COUNT", count)
+  end
   for i = 1, #page[2], 2 do
-    seen = seen + 1
     local kind, lane = string.match(page[2][i], "^(%a):(.*)$")
-    if kind and kind ~= "t" and not listed[lane] and count < limit then
-      put(lane, -1)
-      count = count + 1
+    if kind and kind ~= "t" and not listed[lane] then
+      local parked = redis.call("HEXISTS", K_LANECTL, "k:" .. lane) == 1
+      if parked or redis.call("EXISTS", lane_key(lane)) == 0 then
+        put(lane, -1)
+      else
+        listed[lane] = true
+      end
     end
   end
-until cursor == "0"
+  if page[1] ~= "0" then next_phase, next_cursor = "h", page[1] end
+end
 local turn = redis.call("HMGET", K_TURN, "lane", "left")
-return {out, {turn[1] or "", turn[2] or ""}, now_ms()}
+return {out, {turn[1] or "", turn[2] or ""}, now_ms(), next_phase, next_cursor}
