@@ -347,3 +347,20 @@ def test_blocked_jobs_are_listed_with_their_dependencies_and_dependents(
     up = d.http.get(f"/api/queues/{sq.name}/jobs/{parent}").json()
     assert up["dependencies"] is None
     assert (up["dependents"]["blocked"], up["dependents"]["blocked_ids"]) == (1, [child])
+
+
+def test_drop_the_queue_with_the_token(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.add_many([{"name": "x"} for _ in range(2)])
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    url = f"/api/queues/{sq.name}/drop"
+    assert d.http.post(url, json={"confirm": sq.name}).status_code in (401, 403)  # no token
+    unnamed = d.http.post(url, json={}, headers=AUTH)
+    assert unnamed.status_code == 400 and "confirm" in unnamed.json()["error"]
+    assert sq.exists() is True
+    done = d.http.post(url, json={"confirm": sq.name}, headers=AUTH)
+    assert done.json() == {"dropped": sq.name, "jobs": 2}
+    assert sq.exists() is False
+    audit = d.http.get("/api/audit").json()
+    assert [e["outcome"].split(":")[0] for e in audit if e["action"] == "drop"][0] == "ok"

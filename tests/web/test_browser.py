@@ -215,6 +215,29 @@ def test_retry_a_dead_job_after_unlocking(
     assert [j.id for j in sq.dead()] == [dead[1]]
 
 
+def test_drop_the_queue_after_confirming(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    seed_lanes(sq)
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name, token=TOKEN)
+    page.wait_for_selector("body.unlocked")
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss() if len(asked) == 1 else dialog.accept()
+
+    page.on("dialog", answer)
+    page.click("#drop-btn")  # dismissed: nothing happens
+    wait_for(lambda: len(asked) == 1, what="the confirmation")
+    assert f"Drop queue {sq.name}" in asked[0]
+    assert sq.exists() is True
+    page.click("#drop-btn")
+    wait_for(lambda: not sq.exists(), what="the queue dropped")
+    page.wait_for_selector('#audit td:text-is("drop")')
+
+
 def test_inspector_draws_the_score_as_tier_and_counter_bits(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

@@ -17,6 +17,7 @@ dashboard changes nothing that a program using echomq could not.
     POST /api/queues/{q}/pause | /resume    {}
     POST /api/queues/{q}/dead/retry         {"ids": [...]} or {"all": true}
     POST /api/queues/{q}/dead/purge         {"ids": [...]} or {"all": true}
+    POST /api/queues/{q}/drop               {"confirm": q}: delete the queue for good
 """
 
 from __future__ import annotations
@@ -317,6 +318,16 @@ async def purge_dead(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
     return {"purged": purged}
 
 
+async def drop(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    """Delete the queue for good (Queue.drop: adds are refused while it runs); the
+    body must name the queue again, so a stray request drops nothing."""
+    if body.get("confirm") != queue.name:
+        raise InvalidOption('give "confirm": the name of the queue to drop')
+    jobs = sum((await queue.stats()).counts.values())
+    await queue.drop()
+    return {"dropped": queue.name, "jobs": jobs}
+
+
 def routes() -> list[Route]:
     q = "/api/queues/{queue}"
     return [
@@ -335,4 +346,5 @@ def routes() -> list[Route]:
         Route(q + "/resume", action("resume", resume), methods=["POST"]),
         Route(q + "/dead/retry", action("retry_dead", retry_dead), methods=["POST"]),
         Route(q + "/dead/purge", action("purge_dead", purge_dead), methods=["POST"]),
+        Route(q + "/drop", action("drop", drop), methods=["POST"]),
     ]

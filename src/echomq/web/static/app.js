@@ -718,6 +718,11 @@ async function start() {
     const paused = ui.detail && ui.detail.paused;
     runAction(paused ? "resume" : "pause", qpath(paused ? "/resume" : "/pause"), {});
   });
+  $("drop-btn").addEventListener("click", () => {
+    const name = ui.queue;
+    if (!confirm(`Drop queue ${name} and every job in it for good? Stop its workers first.`)) return;
+    runAction(`drop ${name}`, qpath("/drop"), { confirm: name });
+  });
   $("weight-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const group = $("weight-group").value.trim();
