@@ -363,4 +363,4 @@ def test_drop_the_queue_with_the_token(
     assert done.json() == {"dropped": sq.name, "jobs": 2}
     assert sq.exists() is False
     audit = d.http.get("/api/audit").json()
-    assert [e["outcome"].split(":")[0] for e in audit if e["action"] == "drop"][0] == "ok"
+    assert next(e["outcome"].split(":")[0] for e in audit if e["action"] == "drop") == "ok"

@@ -250,9 +250,7 @@ def selection_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
     return apply
 
 
-def _report(
-    verb: str, wanted: list[str] | None, done: list[str], kept: Sequence[str] = ()
-) -> None:
+def _report(verb: str, wanted: list[str] | None, done: list[str], kept: Sequence[str] = ()) -> None:
     click.echo(f"{verb} {len(done)} dead job{'s' if len(done) != 1 else ''}")
     moved = set(done) | set(kept)
     missing = [job_id for job_id in wanted or () if job_id not in moved]
