@@ -156,7 +156,7 @@ def test_retry_dead_brings_jobs_back_with_fresh_attempts(sq: SyncQueue) -> None:
 
 def test_extend_moves_the_deadline(sq: SyncQueue) -> None:
     sq.add("long")
-    [job] = sq.claim(1, lease=0.2)
+    [job] = sq.claim(1, lease=1.0)  # outlives the one round trip to extend it
     first = job.lease_deadline
     assert first is not None
     new = sq.extend(job, lease=30)
