@@ -8,6 +8,7 @@ the library on each primary.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +22,10 @@ from echomq.scripts import all_scripts
 from echomq.scripts.library import READ_ONLY, library
 from echomq.sending import pipelines, scripts
 from echomq.sending.scripts import ScriptForm
-from servers import ServerFactory
+from localcluster import LocalCluster
+from servers import PrivateServer, ServerFactory
+
+Backend = PrivateServer | LocalCluster
 
 #: FUNCTION LOAD as INFO commandstats names it.
 LOAD = "function|load"
@@ -106,15 +110,22 @@ def test_every_script_goes_by_name_after_its_first_call(
     assert sent["evalsha" if functions else "fcall"] == 0, sent
 
 
-async def test_the_asyncio_queue_stats_goes_by_name(aq: Queue, redis_client: redis.Redis) -> None:
+async def test_the_asyncio_queue_stats_goes_by_name(
+    aq: Queue, backend: Backend, redis_client: redis.Redis
+) -> None:
+    """On a cluster, counted on the primary that serves the queue's slot."""
     await aq.add("j")
     await aq.stats()
-    if isinstance(redis_client, redis.Redis):
-        before = _counts(redis_client)
+    with contextlib.ExitStack() as stack:
+        counted: Any = redis_client
+        if isinstance(backend, LocalCluster):
+            primary, _ = backend.queue_nodes(aq.name)
+            counted = stack.enter_context(primary.client())
+        before = _counts(counted)
         for _ in range(5):
             await aq.stats()
-        sent = _delta(_counts(redis_client), before)
-        assert sent["fcall_ro"] == 5 and sent["eval"] == sent["evalsha"] == 0, sent
+        sent = _delta(_counts(counted), before)
+    assert sent["fcall_ro"] == 5 and sent["eval"] == sent["evalsha"] == 0, sent
 
 
 def test_a_flushed_server_gets_the_library_again(sq: SyncQueue, redis_client: Any) -> None:
