@@ -364,3 +364,13 @@ def test_drop_the_queue_with_the_token(
     assert sq.exists() is False
     audit = d.http.get("/api/audit").json()
     assert next(e["outcome"].split(":")[0] for e in audit if e["action"] == "drop") == "ok"
+
+
+def test_info_names_an_evicting_server(
+    start_dashboard: StartDashboard, server_factory: Any, backend_url: str
+) -> None:
+    evicting = server_factory("valkey", {"maxmemory": "256mb", "maxmemory-policy": "volatile-lru"})
+    d = start_dashboard(evicting.url)
+    assert d.http.get("/api/info").json()["eviction"] == "volatile-lru"
+    safe = start_dashboard(backend_url)
+    assert safe.http.get("/api/info").json()["eviction"] is None

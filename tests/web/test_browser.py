@@ -238,6 +238,22 @@ def test_drop_the_queue_after_confirming(
     page.wait_for_selector('#audit td:text-is("drop")')
 
 
+def test_an_evicting_server_shows_a_banner(
+    page: Any, start_dashboard: StartDashboard, server_factory: Any, backend_url: str
+) -> None:
+    evicting = server_factory("valkey", {"maxmemory": "256mb", "maxmemory-policy": "allkeys-lru"})
+    with SyncQueue("shown", evicting.url) as shown:
+        shown.add("x")
+    d = start_dashboard(evicting.url)
+    open_dashboard(page, d, "shown", lanes=False)
+    page.wait_for_selector("#eviction", state="visible")
+    assert "allkeys-lru" in (page.text_content("#eviction") or "")
+    safe = start_dashboard(backend_url)
+    page.goto(safe.base + "/")
+    page.wait_for_function("() => document.querySelector('#server').textContent !== ''")
+    assert page.is_hidden("#eviction")
+
+
 def test_inspector_draws_the_score_as_tier_and_counter_bits(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

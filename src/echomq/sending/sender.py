@@ -14,7 +14,8 @@ client and sends :class:`~echomq.call.Call` objects over it:
   cluster client routes by the first key).
 
 The first use of a client also sends the queue's greeting call (the stored
-format check, :mod:`echomq.storage`).
+format check, :mod:`echomq.storage`) and checks once whether the server may
+evict keys (:mod:`.eviction`: a warning if so).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import redis.cluster
 from echomq import connection
 from echomq.call import Call
 from echomq.connection import AsyncClient, SyncClient
-from echomq.sending import durable, pipelines, scripts
+from echomq.sending import durable, eviction, pipelines, scripts
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -56,6 +57,10 @@ class _Sender(Generic[ClientT]):
         self._owns_client = client is None
         self._greeting = greeting
         self.scripts = scripts.ScriptForm()
+        #: the server's maxmemory-policy when it may evict keys (None: noeviction, or
+        #: not known yet): read once, at the client's first use (echomq.sending.eviction)
+        self.eviction_policy: str | None = None
+        self._eviction_checked = False
 
     @property
     def owns_client(self) -> bool:
@@ -105,6 +110,9 @@ class AsyncSender(_Sender[AsyncClient]):
         if self._greeting is not None:
             await self._execute(self._client, self._greeting)
             self._greeting = None
+        if not self._eviction_checked:
+            self._eviction_checked = True
+            self.eviction_policy = await eviction.check_async(self._client)
         return self._client
 
     async def _close_with_loop(self, client: AsyncClient) -> AsyncGenerator[None, None]:
@@ -191,6 +199,9 @@ class SyncSender(_Sender[SyncClient]):
         if self._greeting is not None:
             self._execute(self._client, self._greeting)
             self._greeting = None
+        if not self._eviction_checked:
+            self._eviction_checked = True
+            self.eviction_policy = eviction.check(self._client)
         return self._client
 
     def send(self, call: Call[T]) -> T:

@@ -4,7 +4,7 @@ Reads (GET) are open; actions (POST) go through :class:`ActionGuard` and the
 audit log. Every queue operation is one of ``Queue``'s own calls, so the
 dashboard changes nothing that a program using echomq could not.
 
-    GET  /api/info                          mode, refresh interval, server
+    GET  /api/info                          mode, refresh interval, server, eviction
     GET  /api/queues                        every shown queue: counts, totals, rate
     GET  /api/queues/{q}                    one queue: counts, ring, weights, tiers, throughput
     GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=)
@@ -68,6 +68,8 @@ class Dashboard:
     guard: ActionGuard
     audit: AuditLog
     interval: float
+    #: the server's maxmemory-policy if it may evict keys (echomq.sending.eviction)
+    eviction_policy: str | None = None
 
 
 class JSONResponse(Response):
@@ -124,6 +126,8 @@ async def info(request: Request) -> Response:
             "interval": d.interval,
             "server": d.server,
             "queues": d.registry.names(),
+            # the server's maxmemory-policy when it may evict keys (the page's banner)
+            "eviction": d.eviction_policy,
         }
     )
 

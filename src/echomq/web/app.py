@@ -132,7 +132,14 @@ def create_app(
         await registry.refresh()  # the page lists the queues from its first request
         throughput, latency = Throughput(history, interval), ClaimLatency()
         app.state.dashboard = Dashboard(
-            redact(resolved), registry, throughput, latency, guard, audit, interval
+            redact(resolved),
+            registry,
+            throughput,
+            latency,
+            guard,
+            audit,
+            interval,
+            sender.eviction_policy,  # read at the registry's first scan (its first connect)
         )
         sampler = asyncio.create_task(Sampler(registry, throughput, latency, interval).run())
         try:

@@ -708,6 +708,12 @@ async function start() {
   try {
     ui.info = await api("/api/info");
     $("server").textContent = ui.info.server;
+    if (ui.info.eviction) {
+      $("eviction").textContent = `This server may delete keys (maxmemory-policy ${ui.info.eviction}, `
+        + "not noeviction): when it runs out of memory, jobs vanish without a trace. "
+        + "Set maxmemory-policy noeviction (docs/delivery.md).";
+      $("eviction").hidden = false;
+    }
   } catch (err) {
     toast(`cannot load the dashboard: ${err.message}`, "error");
   }
