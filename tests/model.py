@@ -87,6 +87,9 @@ Ordering = Literal["composite", "mint"]
 #: a lane entry; heap order is claim order: tier, then arrival, then id
 Place = tuple[int, int | str, str]
 NEVER = math.inf
+#: most parked lanes one claim or maintenance call rechecks for their time
+#: (includes/controls.lua WAKE_BUDGET)
+WAKE_BUDGET = 100
 
 
 class _Unset:
@@ -133,10 +136,19 @@ class OrderModel:
         # lane controls
         self.caps: dict[Group, int] = {}
         self.lane_paused: set[Group] = set()
-        # rates with a window longer than any example: at most ``max`` claims
-        # from the lane since the rate was set (setting it starts a fresh record)
+        # rates: at most ``max`` claims from the lane in any window of its length
+        # (ms; None: longer than any example, so ``max`` claims since the rate
+        # was set); setting a rate starts a fresh record of claim times
         self.rates: dict[Group, int] = {}
-        self.rate_claims: dict[Group, int] = {}
+        self.rate_windows: dict[Group, float | None] = {}
+        self.rate_times: dict[Group, list[float]] = {}  # newest first, the last ``max``
+        # the server's time (ms) as of the operation running: claim(now=...) and
+        # tell(now) set it; a rate window ends by it
+        self.now: float = -NEVER
+        # parked lane -> the time (ms) the clock alone may let it be served (a
+        # rate window's end; NEVER for a far throttle): a claim or maintenance
+        # at or after it rechecks the lane (the server's lanewake set)
+        self.lane_wake: dict[Group, float] = {}
         self.max_waiting: dict[Group, int] = {}
         self.throttled: set[Group] = set()  # a throttle in force for the rest of the example
         self.parked: dict[Group, Group] = {}  # parked lane -> its anchor
@@ -216,6 +228,8 @@ class OrderModel:
         """A maintenance call (no expired leases in these examples: promote, then the
         orphaned dependencies); returns its steps for blocked jobs (one per
         orphaned dependency of each blocked job it meets: MaintenanceReport.released)."""
+        self.tell(now)
+        woken = self._woken()
         self._promote(now)
         steps = 0
         released: set[str] = set()
@@ -237,6 +251,8 @@ class OrderModel:
                     self.dead.add(job_id)
                     self._died(job_id)
         self._enter_released(released, order)
+        for group in woken:
+            self._recheck(group)
         return steps
 
     def refused_lane(self, groups: list[Group]) -> Group | _Unset:
@@ -274,9 +290,11 @@ class OrderModel:
         paused: bool | None = None,
         rate: int | _Unset | None = UNSET,
         max_waiting: int | _Unset | None = UNSET,
+        window: float | None = None,
     ) -> None:
         """Change a lane's cap (None removes it) or pause it; a parked lane that can
-        be served now goes back into the ring."""
+        be served now goes back into the ring. ``rate`` claims per ``window`` ms
+        (None: a window longer than any example)."""
         if max_waiting is None:
             self.max_waiting.pop(group, None)
         elif not isinstance(max_waiting, _Unset):
@@ -289,8 +307,9 @@ class OrderModel:
             self.rates.pop(group, None)
         elif not isinstance(rate, _Unset):
             self.rates[group] = rate
+            self.rate_windows[group] = window
         if not isinstance(rate, _Unset):
-            self.rate_claims[group] = 0
+            self.rate_times[group] = []
         if paused is True:
             self.lane_paused.add(group)
         elif paused is False:
@@ -371,9 +390,13 @@ class OrderModel:
 
         ``deadline`` is the lease deadline the claimed jobs get (ms).
         """
+        self.tell(now)
+        woken = self._woken()
         self._promote(now)
         freed = self._reap(now)
         for group in freed:
+            self._recheck(group)
+        for group in woken:
             self._recheck(group)
         claimed: list[str] = []
         while not self.paused and len(claimed) < n and self._queue_allows():
@@ -500,13 +523,45 @@ class OrderModel:
     def active_in(self, group: Group) -> int:
         return sum(1 for job_id in self.active if self.jobs[job_id].group == group)
 
+    def tell(self, now: float) -> None:
+        """The server's time (ms) of the operation that follows; it only moves forward."""
+        self.now = max(self.now, now)
+
+    def _rate_used(self, group: Group) -> int:
+        """The lane's claims inside its rate window at ``now``."""
+        times, window = self.rate_times.get(group, []), self.rate_windows.get(group)
+        if window is None:
+            return len(times)
+        return sum(1 for t in times if t + window > self.now)
+
     def eligible(self, group: Group) -> bool:
         if group in self.lane_paused or group in self.throttled:
             return False
-        if group in self.rates and self.rate_claims.get(group, 0) >= self.rates[group]:
+        if group in self.rates and self._rate_used(group) >= self.rates[group]:
             return False
         cap = self.caps.get(group)
         return cap is None or self.active_in(group) < cap
+
+    def _wake_at(self, group: Group) -> float | None:
+        """When the clock alone may let an ineligible lane be served (checked in the
+        server's order: a pause, a throttle, the cap, the rate); None: only an event."""
+        if group in self.lane_paused:
+            return None
+        if group in self.throttled:
+            return NEVER
+        cap = self.caps.get(group)
+        if cap is not None and self.active_in(group) >= cap:
+            return None
+        window = self.rate_windows.get(group)
+        if window is None:
+            return NEVER
+        return self.rate_times[group][self.rates[group] - 1] + window  # the max-th newest
+
+    def _woken(self) -> list[Group]:
+        """Parked lanes whose time came, as the server reads them: by time, then name."""
+        wake = self.lane_wake
+        due = sorted((at, "" if g is None else g, g) for g, at in wake.items() if at <= self.now)
+        return [g for _, _, g in due[:WAKE_BUDGET]]
 
     def _park_head(self) -> None:
         group = self.ring[0]
@@ -514,9 +569,13 @@ class OrderModel:
         self.ring.popleft()
         self.parked[group] = anchor
         self.vt = group
+        at = self._wake_at(group)
+        if at is not None:
+            self.lane_wake[group] = at
 
     def _unparked(self, group: Group) -> None:
         del self.parked[group]
+        self.lane_wake.pop(group, None)
         if not self.parked:
             self.gone.clear()
 
@@ -535,8 +594,16 @@ class OrderModel:
         return UNSET
 
     def _recheck(self, group: Group) -> None:
-        """A parked lane that can be served goes back right after its pivot."""
-        if group not in self.parked or not self.eligible(group):
+        """A parked lane that can be served goes back right after its pivot; one
+        that cannot waits for its time (if the clock alone can end its wait)."""
+        if group not in self.parked:
+            return
+        if not self.eligible(group):
+            at = self._wake_at(group)
+            if at is None:
+                self.lane_wake.pop(group, None)
+            else:
+                self.lane_wake[group] = at
             return
         pivot = self._pivot(group)
         self._unparked(group)
@@ -559,7 +626,8 @@ class OrderModel:
         self.turn_left -= 1
         self.active[job_id] = NEVER  # counted at once (the caller sets the deadline)
         if group in self.rates:
-            self.rate_claims[group] = self.rate_claims.get(group, 0) + 1
+            times = [self.now, *self.rate_times.get(group, [])]
+            self.rate_times[group] = times[: self.rates[group]]
         if not lane:
             self.ring.popleft()
             self._left_cycle(group, self.vt)

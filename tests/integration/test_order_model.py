@@ -34,6 +34,8 @@ import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
+from clock import FrozenClock
+from conftest import FrozenServer
 from echomq import InvalidDependency, LaneFull, SyncQueue, connection
 from echomq.job import Job, State
 from echomq.keys import QueueKeys, lane_of
@@ -1302,3 +1304,130 @@ def test_dependencies_follow_the_model(
     for ordering in ORDERINGS:
         with fresh_queue(client, queue_name, ordering) as queue:
             DependencyLockstep(queue, OrderModel(ordering)).run(program)
+
+
+# -- 8. rate windows on a frozen server clock ------------------------------------
+# The examples above give rates a window no example outlives. Here the server's
+# clock is the test's (tests/clock.py): it moves only by Advance, so the model
+# knows the exact time of every operation and predicts when each window ends.
+@dataclass(frozen=True)
+class Advance:
+    ms: int  # move the server's clock forward
+
+
+@dataclass(frozen=True)
+class SetWindowedRate:
+    group: Group
+    most: int | None  # claims per window; None removes the rate
+    window_ms: int
+
+
+WINDOWS = (500, 1000)
+advances = st.builds(Advance, st.sampled_from([100, 250, 499, 500, 501, 1000]))
+windowed_rates = st.builds(
+    SetWindowedRate, groups, st.sampled_from([None, 1, 1, 2, 3]), st.sampled_from(WINDOWS)
+)
+# a lane at its rate is served again exactly when the window of its oldest
+# counted claim ends (not a millisecond before) ...
+WINDOW_ENDS = [
+    SetWindowedRate("a", 1, 1000),
+    lane_jobs("a", "a", "a", "b"),
+    Claim(2),
+    Advance(999),
+    Claim(1),
+    Advance(1),
+    Claim(2),
+    Advance(1000),
+    Claim(7),
+]
+# ... also when it was parked at its cap too: the slot frees inside the window
+# (complete), the window ends later
+CAP_AND_RATE = [
+    SetWindowedRate("a", 2, 1000),
+    SetCap("a", 1),
+    lane_jobs("a", "a", "a", "b"),
+    Claim(2),
+    Complete(0),
+    Claim(2),
+    Advance(500),
+    Complete(0),
+    Claim(2),
+    Advance(500),
+    Claim(2),
+]
+
+
+class FrozenLockstep(Lockstep):
+    """Lockstep on a server whose clock moves only by Advance (frozen_server)."""
+
+    def __init__(self, queue: SyncQueue, model: OrderModel, clock: FrozenClock) -> None:
+        super().__init__(queue, model)
+        self.frozen = clock
+        self.clock = clock.now_ms
+        model.tell(self.clock)
+
+    def apply(self, op: Op | Advance | SetWindowedRate) -> None:
+        match op:
+            case Advance(step):
+                self.clock = self.frozen.advance(step)
+                self.model.tell(self.clock)
+            case SetWindowedRate(group, most, window):
+                rate = None if most is None else (most, window / 1000)
+                self.queue.set_lane(group, rate=rate)
+                self.model.set_lane(group, rate=most, window=window)
+            case _:
+                super().apply(op)
+
+
+# programs begin by giving some lanes a rate and adding a backlog; then mostly
+# claims and moves of the clock, so claims often come inside a rate window and
+# right at its end
+rate_prelude = st.lists(
+    st.builds(SetWindowedRate, groups, st.integers(1, 2), st.sampled_from(WINDOWS)),
+    min_size=1,
+    max_size=3,
+)
+backlogs = st.builds(AddMany, st.lists(adds(), min_size=3, max_size=10).map(tuple))
+rate_body = st.lists(
+    st.one_of(
+        claims,
+        claims,
+        claims,
+        advances,
+        advances,
+        advances,
+        adds(),
+        completes,
+        releases,
+        set_caps,
+        pause_lanes,
+        windowed_rates,
+        set_weights,
+    ),
+    min_size=6,
+    max_size=24,
+)
+rate_programs = st.builds(lambda *parts: [op for part in parts for op in part],
+                          rate_prelude, st.tuples(backlogs), rate_body)  # fmt: skip
+
+
+@PROFILE
+@given(program=rate_programs)
+@example(program=WINDOW_ENDS)
+@example(program=CAP_AND_RATE)
+def test_rate_windows_end_as_the_model_says(
+    frozen_server: FrozenServer, queue_name: str, program: list[Op | Advance | SetWindowedRate]
+) -> None:
+    """Claims follow the model while rate windows end (the clock moves by at most
+    24 s per example, inside the 30 s leases)."""
+    client = connection.sync_client(frozen_server.url)
+    try:
+        for ordering in ORDERINGS:
+            with fresh_queue(client, queue_name, ordering) as queue:
+                run = FrozenLockstep(queue, OrderModel(ordering), frozen_server.clock)
+                for op in program:
+                    run.apply(op)
+                run.drain()
+                run.check_counts()
+    finally:
+        client.close()
