@@ -2,9 +2,12 @@
 wait on the doorbell, never by polling, when there is none.
 
 The doorbell is the list ``emq:{Q}:wake``, holding at most one element. The
-scripts push to it when a queue's waiting count goes from 0 to more (add,
-promotion of due jobs, a returned lease, a released job, retry of the dead)
-and when a job enters the delayed set ahead of every other delayed job. An
+scripts push to it when a lane joins a ring that held no lane (add, promotion
+of due jobs, a returned lease, a released job, retry of the dead: work became
+claimable while none was, whatever parked lanes hold), when a parked lane
+goes back into the ring or its time becomes the earliest, and when a job
+enters the delayed set ahead of every other delayed job (docs/lifecycle.md
+"How an idle worker wakes"). An
 idle worker blocks on it with BLPOP, on a connection of its own (the client's
 pool hands every command its own connection), so the block holds up nothing
 else.
@@ -34,10 +37,11 @@ fire time and its promotion (or the job a schedule fire adds) rings the
 doorbell. A schedule created or resumed with a fire time before every other
 one rings it too, so an idle worker re-runs maintenance and learns it.
 
-Lane and queue controls: a claim that finds every backlogged lane ineligible
-(paused, capped, throttled, over a rate) or the queue at its queue-wide limit
-says when the server's clock alone lets something be served again (a
-throttle's end, a rate window's end: ``Claimed.retry_in``). The next wait
+Lane and queue controls: a claim that leases fewer than asked because
+backlogged lanes are ineligible (paused, capped, throttled, over a rate) or
+the queue is at its queue-wide limit says when the server's clock alone lets
+something be served again (a throttle's end, a rate window's end:
+``Claimed.retry_in``). The next wait
 ends then at the latest, and its pipelined claim puts the lanes whose time
 came back into the ring itself. A freed slot, a resume or a changed control
 rings the doorbell, so those wake a worker at once.
