@@ -20,6 +20,7 @@ from echomq import (
     State,
     SyncQueue,
     WaitTimeout,
+    Worker,
     ids,
 )
 from echomq.keys import QueueKeys
@@ -317,3 +318,31 @@ async def test_wait_on_a_blocked_job_wakes_when_its_dependency_dies(
     # keep_dead=0, yet each waiter read its job
     assert merge.state is State.DEAD and dependency in str(merge.error)
     assert report.state is State.DEAD and dependent in str(report.error)
+
+
+async def test_a_worker_wakes_the_wait_on_a_dependent_its_failing_dependency_kills(
+    aq: Queue, backend_url: str, queue_name: str, redis_client: Any
+) -> None:
+    """The same through a running worker, whose periodic maintenance is 30 s away:
+    the dying script rings the doorbell, the worker's maintenance kills the
+    dependents at once, and their waits return within seconds."""
+    dependency = await aq.add("extract", max_attempts=1)
+    dependent = await aq.add("merge", depends_on=[dependency])
+    waiting = asyncio.create_task(aq.wait(dependent, timeout=DEADLINE))
+    await until(registered(redis_client, queue_name), "the wait to register")
+
+    def extract(job: Any) -> None:
+        raise RuntimeError("source down")
+
+    async with Queue(queue_name, backend_url) as own:
+        worker = Worker(own, {"extract": extract}, lease=30.0, maintenance_interval=30.0)
+        task = asyncio.create_task(worker.run(install_signals=False))
+        try:
+            started = time.monotonic()
+            merge = await asyncio.wait_for(waiting, DEADLINE)
+            took = time.monotonic() - started
+        finally:
+            worker.stop(immediate=True)
+            await asyncio.wait_for(task, DEADLINE)
+    assert merge.state is State.DEAD and dependency in str(merge.error)
+    assert took < 3.0, took
