@@ -82,12 +82,16 @@ _CLUSTER_SCHEMES = {
 
 #: ``scheme://user:password@`` in any text (greedy: a password may hold an ``@``)
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^/\s]*@")
+#: a ``password=`` query parameter (``unix:///path.sock?password=…``, as redis-py reads it)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)[^&\s'\"]*", re.IGNORECASE)
 
 
 def redact_url(text: str) -> str:
-    """``text`` with the password of every url in it replaced by ``***``: for
-    error messages, ``echomq server status`` and the dashboard."""
-    return _URL_PASSWORD.sub(r"\g<head>:***@", text)
+    """``text`` with the password of every url in it replaced by ``***``
+    (``scheme://user:password@`` and a ``password=`` query parameter): the one
+    place every error message, log line, CLI line and dashboard answer that may
+    show a url goes through."""
+    return _QUERY_PASSWORD.sub(r"\g<head>***", _URL_PASSWORD.sub(r"\g<head>:***@", text))
 
 
 #: what sync_client returns: a single server's client or a cluster client.
@@ -208,7 +212,7 @@ def sync_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOU
     try:
         return ClusterClient.from_url(target, **_options(socket_timeout))
     except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-        raise ServerError(f"cannot reach the cluster at {resolved!r}: {exc}") from exc
+        raise ServerError(redact_url(f"cannot reach the cluster at {resolved!r}: {exc}")) from exc
 
 
 def async_client(url: str | None = None, *, socket_timeout: float = SOCKET_TIMEOUT) -> AsyncClient:
@@ -275,7 +279,8 @@ def _scheme(url: str) -> str:
     """The lower-cased scheme of ``url``; ServerError if it has none."""
     scheme = urlsplit(url).scheme.lower()
     if not scheme or "://" not in url:
+        shown = redact_url(url) if "://" in url else url.rpartition("@")[2]  # no scheme: no user
         raise ServerError(
-            f"invalid server url {url!r}: expected e.g. redis://host:6379/0 or unix:///path.sock"
+            f"invalid server url {shown!r}: expected e.g. redis://host:6379/0 or unix:///path.sock"
         )
     return scheme

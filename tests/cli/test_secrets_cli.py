@@ -19,3 +19,15 @@ def test_errors_hide_the_password_of_the_url(cli: RunCli) -> None:
     for url in (f"ftp://app:{SECRET}@db:1/0", f"redis+cluster://app:{SECRET}@db:1/3"):
         line = one_line_error(cli("stats", url=url))
         assert "app:***@db" in line and SECRET not in line
+
+
+def test_unreachable_cluster_and_unix_urls_hide_the_password(cli: RunCli) -> None:
+    for url in (
+        f"redis+cluster://:{SECRET}@127.0.0.1:1",
+        f"unix://app:{SECRET}@/nonexistent/echomq.sock",
+        f"unix:///nonexistent/echomq.sock?password={SECRET}",
+        f"app:{SECRET}@127.0.0.1:1",
+    ):
+        done = cli("stats", url=url)
+        one_line_error(done)
+        assert SECRET not in done.stdout + done.stderr, url
