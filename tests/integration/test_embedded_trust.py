@@ -20,6 +20,7 @@ import pytest
 
 from echomq.embedded import EmbeddedServer
 from echomq.errors import ServerError
+from prerequisites import missing
 from servers import PrivateServer, ServerFactory
 
 
@@ -128,9 +129,9 @@ def test_a_socket_owned_by_another_uid_is_never_used() -> None:
     range; planting a socket that really belongs to another uid needs one of them."""
     runner = _runner_that_may_own_another_uid()
     if runner is None:
-        pytest.skip(
-            "planting a socket owned by another uid needs root, or a user namespace "
-            "with a second uid (unshare --map-auto: newuidmap and a range in /etc/subuid)"
+        missing(
+            "a second uid to plant a socket as (root, or a user namespace mapping one)",
+            "run as root, or apt-get install uidmap and give this user a range in /etc/subuid",
         )
     result = subprocess.run(
         [*runner, sys.executable, str(FOREIGN_SOCKET_CHECK)],
