@@ -60,3 +60,17 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@tasks.task(isolation="process", timeout=120)
+def heartbeat(path: str) -> None:
+    """Writes its pid, then a line every 50 ms for a minute (the kill -9 test
+    watches the file to know the job's process is alive)."""
+    beat = Path(path)
+    with beat.open("a") as f:
+        f.write(f"pid {os.getpid()}\n")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with beat.open("a") as f:
+            f.write(f"beat {time.monotonic()}\n")
+        time.sleep(0.05)

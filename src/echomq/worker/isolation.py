@@ -8,6 +8,19 @@ the exception. When the attempt is cut short (its timeout, ``cancel()``, a
 lost lease, shutdown) the process is killed and reaped *before* the attempt's
 failure is recorded, so the job's retry never overlaps it.
 
+The job's process dies with its worker, even one killed with SIGKILL (which
+runs no cleanup): otherwise it would run on, unbounded by its timeout, beside
+its own retry. Two guards, because either alone has a gap:
+
+- a lifeline: a pipe whose write end only the worker holds; a thread in the
+  job's process reads it and kills the process at EOF, which the kernel
+  delivers the moment the worker is gone (any platform; a thread, so a C call
+  holding the GIL can delay it);
+- on Linux, ``PR_SET_PDEATHSIG``: the kernel sends SIGKILL when the job's
+  parent dies. Its parent is the forkserver, which exits when the worker does
+  (it watches a pipe of its own), so the chain reaches the job's process even
+  while it holds the GIL.
+
 The child gets a copy of the job (``current_job()`` works; progress does not:
 it has no connection). Arguments and results cross as pickles of JSON values.
 """
@@ -18,7 +31,10 @@ import asyncio
 import contextlib
 import importlib
 import multiprocessing
+import os
+import signal
 import sys
+import threading
 import traceback
 from concurrent.futures import Future
 from functools import partial
@@ -53,21 +69,36 @@ async def run_in_process(
     fn = task.fn
     ctx = multiprocessing.get_context(START_METHOD)
     receiver, sender = ctx.Pipe(duplex=False)
+    lifeline, held = ctx.Pipe(duplex=False)  # the worker holds `held` until the job ends
     copy = Job(**{name: getattr(job, name) for name in _JOB_FIELDS})
     process = ctx.Process(  # type: ignore[attr-defined]
         target=_child,
-        args=(fn.__module__, fn.__qualname__, copy, sender),
+        args=(fn.__module__, fn.__qualname__, copy, sender, lifeline),
         name=f"echomq-job-{job.id}",
         daemon=True,
     )
     try:
-        await asyncio.wrap_future(threads.submit(process.start), loop=loop)
-    except BaseException:
-        receiver.close()
-        _kill(process, None)
-        raise
+        try:
+            await asyncio.wrap_future(threads.submit(process.start), loop=loop)
+        except BaseException:
+            receiver.close()
+            _kill(process, None)
+            raise
+        finally:
+            sender.close()
+            lifeline.close()
+        return await _outcome(process, receiver, threads, loop)
     finally:
-        sender.close()
+        held.close()
+
+
+async def _outcome(
+    process: BaseProcess,
+    receiver: Connection,
+    threads: DaemonThreads,
+    loop: asyncio.AbstractEventLoop,
+) -> Any:
+    """The started job process's reply, as the task's return value or exception."""
     # the thread owns the receiver from here on, and is the one that reaps the process
     waiting = threads.submit(partial(_result, process, receiver))
     try:
@@ -117,7 +148,57 @@ def _result(process: BaseProcess, receiver: Connection) -> tuple[str, Any]:
     return message
 
 
-def _child(module: str, qualname: str, job: Job, sender: Connection) -> None:
+def die_with_parent() -> None:
+    """Linux: have the kernel SIGKILL this process when its parent, the
+    forkserver, dies (``prctl(PR_SET_PDEATHSIG)``); elsewhere, nothing (the
+    lifeline remains).
+
+    The forkserver exits once every holder of its "alive" pipe is gone; each
+    process it forks inherits a copy, so a running job would keep it alive.
+    This process gives its copy up (a process the job itself starts by
+    forkserver then gets a forkserver of its own), so the forkserver's life
+    is the worker's, and this process's is the forkserver's.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes  # only here: the job's process pays for it, the worker does not
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(alive, int):
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+        server._forkserver_address = None  # type: ignore[union-attr]
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # not allowed here (a seccomp filter): the lifeline remains
+    if os.getppid() != parent:  # the parent died before the call: no signal will come
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: prctl's option number (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+def watch_lifeline(lifeline: Connection) -> None:
+    """Kill this process once ``lifeline`` reaches EOF: the worker that holds its
+    other end is gone (a daemon thread, so it never keeps the process alive)."""
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while True:
+                lifeline.recv_bytes()  # nothing is ever sent: this returns at EOF
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="echomq-lifeline", daemon=True).start()
+
+
+def _child(module: str, qualname: str, job: Job, sender: Connection, lifeline: Connection) -> None:
+    die_with_parent()
+    watch_lifeline(lifeline)
     try:
         target: Any = importlib.import_module(module)
         for part in qualname.split("."):
