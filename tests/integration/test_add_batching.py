@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from commandstats import script_calls
-from echomq import InvalidPriority, NotReplicated, Queue
+from echomq import InvalidPriority, LaneFull, NotReplicated, Queue
 from echomq.sending import batching
 
 
@@ -102,3 +102,26 @@ async def test_a_batch_is_bounded(aq: Queue, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(aq._adds, "_send_batch", spy)
     await asyncio.gather(*(aq.add("job") for i in range(40)))
     assert max(sizes) <= 7 and sum(sizes) == 40
+
+
+async def test_a_full_lane_refuses_only_its_own_adds(aq: Queue) -> None:
+    """Issue 27 item 3: ten adds to lane a batched with one to a full lane b."""
+    await aq.set_lane("b", max_waiting=1)
+    await aq.set_lane("c", max_waiting=3)
+    await aq.add("held", group="b")  # b is at its max_waiting
+    first = aq.add("first", group="a")  # goes alone: the rest share the next call(s)
+    results = await asyncio.gather(
+        first,
+        *(aq.add("job", {"i": i}, group="a") for i in range(10)),
+        aq.add("over", group="b"),
+        *(aq.add("capped", {"i": i}, group="c") for i in range(5)),
+        return_exceptions=True,
+    )
+    to_a, to_b, to_c = results[:11], results[11], results[12:]
+    assert all(isinstance(r, str) for r in to_a), to_a
+    assert isinstance(to_b, LaneFull) and "'b'" in str(to_b)
+    assert [type(r) for r in to_c] == [str, str, str, LaneFull, LaneFull]  # c takes 3, in order
+    assert "'c'" in str(to_c[3])
+    lanes = {lane.group: lane.backlog for lane in await aq.lanes()}
+    assert (lanes["a"], lanes["b"], lanes["c"]) == (11, 1, 3)
+    assert {j.id for j in await aq.claim(20)} >= {r for r in to_a if isinstance(r, str)}

@@ -13,9 +13,19 @@ call, up to MAX_BATCH jobs. Each caller still gets its own outcome:
   job raises in its caller and never reaches a batch;
 - idempotency keys work per job, as the add script handles each in turn;
 - durable and ordinary adds never share a call (a call is durable or not);
-- a call that fails (the server is unreachable, the queue has another
-  ordering) fails every add in it with that error; the jobs' ids were minted
-  before sending, so an add retried after a lost reply is not written twice.
+- a refusal that may concern one job only (``LaneFull``: one lane at its
+  ``max_waiting``; ``InvalidDependency``) refuses the whole call and writes
+  nothing (add.lua reads and checks every job before its first write, as
+  ``add_many`` is all-or-nothing): the call's adds are then sent again one by
+  one, in order, so each caller meets its own outcome (ten adds to lane ``a``
+  batched with one to a full lane ``b``: ten ids and one LaneFull). Chosen
+  over per-job outcomes in the script because it costs nothing until a lane
+  is full, and keeps add.lua's one all-or-nothing rule for ``add_many``;
+- a refusal that concerns the queue, not a job (another ordering,
+  ``drop()`` under way: each of the adds alone would meet it too), and a call
+  that fails (the server is unreachable) fail every add in it with that
+  error; the jobs' ids were minted before sending, so an add retried after a
+  lost reply is not written twice.
 
 State is kept per event loop, so a Queue can be used from one
 ``asyncio.run`` after another (and from several loops in threads).
@@ -29,10 +39,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from echomq.errors import NotReplicated
+from echomq.errors import InvalidInput, LaneFull, NotReplicated
 
 #: most jobs in one batched add call, so no script call runs long.
 MAX_BATCH = 1000
+#: refusals of a batched call that may be about one of its jobs only (nothing was
+#: written): its adds are sent again one by one, each meeting its own outcome.
+PER_JOB_REFUSALS = (LaneFull, InvalidInput)
 
 J = TypeVar("J")
 
@@ -84,6 +97,9 @@ class AddBatcher(Generic[J]):
     async def _send(self, batch: list[_Pending[J]]) -> None:
         try:
             ids = await self._send_batch([p.job for p in batch], batch[0].durable)
+        except PER_JOB_REFUSALS as exc:
+            await self._one_by_one(batch, exc)
+            return
         except NotReplicated as exc:  # written, not acknowledged: each caller hears of its own job
             for pending, job_id in zip(batch, exc.ids, strict=True):
                 _settle(pending, NotReplicated([job_id], exc.replicas, exc.timeout))
@@ -97,6 +113,15 @@ class AddBatcher(Generic[J]):
         for pending, job_id in zip(batch, ids, strict=True):
             if not pending.future.done():  # its caller may have been cancelled
                 pending.future.set_result(job_id)
+
+    async def _one_by_one(self, batch: list[_Pending[J]], refusal: Exception) -> None:
+        """After ``refusal`` of ``batch`` (nothing was written): each add alone, in
+        order, meets its own outcome."""
+        if len(batch) == 1:
+            _settle(batch[0], refusal)
+            return
+        for pending in batch:
+            await self._send([pending])
 
 
 def _settle(pending: _Pending[J], error: BaseException) -> None:
