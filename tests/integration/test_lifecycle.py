@@ -47,7 +47,7 @@ def test_claim_leases_and_complete_records_result_once(sq: SyncQueue) -> None:
     assert again is not None and again.result == {"ok": True}
     stats = sq.stats()
     assert stats.counts["completed"] == 1 and stats.counts["active"] == 0
-    assert stats.totals == {"added": 1, "completed": 1, "failed": 0}
+    assert stats.totals == {"added": 1, "completed": 1, "failed": 0, "lost": 0}
 
 
 def test_late_ack_after_reclaim_is_refused(make_sync: Callable[..., SyncQueue]) -> None:
