@@ -62,6 +62,8 @@ class QueueStats:
     paused: bool
     ordering: str
     counter: int
+    #: since the queue was created: jobs added, completed, failed attempts, and lost
+    #: (listed with their hash gone, dropped by a claim: docs/lifecycle.md).
     totals: dict[str, int] = field(default_factory=dict)
     #: the last add, completion or failed attempt (server clock); None if none yet.
     last_activity: datetime | None = None
