@@ -221,10 +221,12 @@ def test_stats_and_lanes(engine: Engine) -> None:
         {"added": 21, "completed": 4, "failed": 2},
         AT,
     )
+    assert isinstance(stats, QueueStats)
     assert stats.ever_used and stats.to_dict()["last_activity"] == AT.isoformat()
     never = engine.stats().parse(
         [["0"] * 8 + ["", "0"], [], ["", ""], ["0", "0", "0"], "", ["", ""]]
     )
+    assert isinstance(never, QueueStats)
     assert not never.ever_used and never.last_activity is None
     lanes_reply = [
         [
@@ -268,6 +270,7 @@ def test_lanes_and_stats_go_on_in_bounded_pages(engine: Engine) -> None:
     assert isinstance(going, Next)
     assert going.call.args[-4:] == ["all", "r", str(lanepages.PAGE), str(lanepages.PAGE)]
     last = going.call.parse([row, ["", ""], str(MS), "", ""])
+    assert isinstance(last, list)
     assert [lane.group for lane in last] == ["a"]  # met twice (the ring moved): listed once
     stats_call = engine.stats(lane_limit=5000)
     assert stats_call.args[-1] == str(lanepages.PAGE)
