@@ -48,6 +48,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "HEALTH_CHECK_INTERVAL",
     "SOCKET_TIMEOUT",
+    "TRANSIENT_ERRORS",
     "URL_ENV",
     "AsyncClient",
     "SyncClient",
@@ -93,6 +94,20 @@ def redact_url(text: str) -> str:
     show a url goes through."""
     return _QUERY_PASSWORD.sub(r"\g<head>***", _URL_PASSWORD.sub(r"\g<head>:***@", text))
 
+
+#: errors that mean "the server cannot serve us just now", worth trying again: it
+#: is unreachable or restarting (a dropped connection; ``LOADING`` while it reads
+#: its data back is BusyLoadingError, a ConnectionError), a replica during a
+#: failover (READONLY), a cluster re-sharding or failing over, a socket error.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.SlotNotCoveredError,
+    OSError,
+)
 
 #: what sync_client returns: a single server's client or a cluster client.
 SyncClient = redis.Redis | redis.cluster.RedisCluster

@@ -20,10 +20,15 @@ waits holds one subscription, and at most MAX_WATCHING register calls at once
    (which now returns the job, or JobNotFound if it was deleted).
 
 A wait therefore costs a fixed number of server calls however long it
-lasts: no polling. If the subscription's connection drops, messages may
-have been lost: once it is subscribed again, every wait of the loop reads
-its job again. State is per event loop (like the sender's client and the
-add batcher), so a Queue can wait from one ``asyncio.run`` after another; a
+lasts: no polling. A wait rides out a server restart or a dropped connection
+until its own timeout: a register call that meets one
+(``connection.TRANSIENT_ERRORS``: refused, reset, ``LOADING``…) is sent again
+after a pause (REGISTER_PAUSE doubling up to REGISTER_PAUSE_CAP), and the
+wait ends with WaitTimeout, not the server's error, if its time runs out first.
+If the subscription's connection drops, messages may have been lost: once
+it is subscribed again, every wait of the loop reads its job again. State
+is per event loop (like the sender's client and the add batcher), so a
+Queue can wait from one ``asyncio.run`` after another; a
 loop's subscription is closed when that loop shuts down or by ``close()``.
 
 :class:`SyncWaits` is the same for blocking code: one subscription per
@@ -46,6 +51,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from echomq.call import Call
+from echomq.connection import TRANSIENT_ERRORS
 from echomq.errors import WaitTimeout
 from echomq.job import Job
 from echomq.sending.sender import AsyncSender, SyncSender
@@ -58,6 +64,11 @@ LISTEN_BLOCK = 5.0
 SYNC_LISTEN_BLOCK = 0.5
 #: seconds before subscribing again after the subscription's connection failed.
 RESUBSCRIBE_PAUSE = 0.25
+
+#: first pause before a register call that met a transient error is sent again
+#: (seconds; doubling after each failure up to REGISTER_PAUSE_CAP).
+REGISTER_PAUSE = 0.05
+REGISTER_PAUSE_CAP = 1.0
 
 #: builds the register call for the seconds left of a wait.
 Watch = Callable[[float], Call[Job | None]]
@@ -110,10 +121,19 @@ class AsyncWaits:
         state.waiters.setdefault(job_id, set()).add(event)
         try:
             subscribed = await _within(state.subscribed.wait(), deadline - loop.time())
+            pause = REGISTER_PAUSE
             while True:
                 event.clear()
-                async with state.gate:
-                    job = await self._sender.send(watch(max(0.0, deadline - loop.time())))
+                try:
+                    async with state.gate:
+                        job = await self._sender.send(watch(max(0.0, deadline - loop.time())))
+                except TRANSIENT_ERRORS:  # the server restarts, or the connection dropped
+                    if loop.time() + pause >= deadline:
+                        raise _timeout(job_id, timeout) from None
+                    await asyncio.sleep(pause)
+                    pause = min(REGISTER_PAUSE_CAP, pause * 2)
+                    continue
+                pause = REGISTER_PAUSE
                 if job is not None:
                     return job
                 if not subscribed or not await _within(event.wait(), deadline - loop.time()):
@@ -232,10 +252,19 @@ class SyncWaits:
             self._waiters.setdefault(job_id, set()).add(event)
         try:
             subscribed = listener.subscribed.wait(max(0.0, deadline - time.monotonic()))
+            pause = REGISTER_PAUSE
             while True:
                 event.clear()
-                with self._gate:
-                    job = self._sender.send(watch(max(0.0, deadline - time.monotonic())))
+                try:
+                    with self._gate:
+                        job = self._sender.send(watch(max(0.0, deadline - time.monotonic())))
+                except TRANSIENT_ERRORS:  # the server restarts, or the connection dropped
+                    if time.monotonic() + pause >= deadline:
+                        raise _timeout(job_id, timeout) from None
+                    time.sleep(pause)
+                    pause = min(REGISTER_PAUSE_CAP, pause * 2)
+                    continue
+                pause = REGISTER_PAUSE
                 if job is not None:
                     return job
                 if not subscribed or not event.wait(max(0.0, deadline - time.monotonic())):
