@@ -54,6 +54,7 @@ from echomq.options import (
     MAX_CLAIM,
     MAX_ERROR_BYTES,
     MAX_LEASE,
+    MAX_PAYLOAD_LIMIT,
     MAX_TRACEBACK_BYTES,
     QueueOptions,
     bounded_text,
@@ -69,7 +70,16 @@ from echomq.options import (
     expires_ms,
     run_at_ms,
 )
-from echomq.reports import Dependents, LaneInfo, MaintenanceReport, QueueStats, TierCounts
+from echomq.reports import (
+    LONG_FIELDS,
+    Dependents,
+    FieldPreview,
+    JobPreview,
+    LaneInfo,
+    MaintenanceReport,
+    QueueStats,
+    TierCounts,
+)
 from echomq.schedules import (
     FIRE_BUDGET,
     MAX_SCHEDULES,
@@ -95,6 +105,8 @@ MIN_BLOCK = 0.002
 #: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
 #: traceback and progress, and cuts the error to this many bytes on the server.
 SUMMARY_ERROR_BYTES = 1024
+#: ``peek`` returns at most this many bytes of each long field by default (64 KiB).
+PREVIEW_BYTES = 64 * 1024
 #: stream entries one read of the event stream returns by default, and at most
 #: (an entry holds up to 500 events: includes/events.lua).
 EVENT_PAGE = 20
@@ -992,6 +1004,38 @@ class Engine:
             return Job.from_hash(job_id, h) if h else None
 
         return Call(parse=parse, command=("HGETALL", self.keys.job(job_id if known else "")))
+
+    def peek(self, job_id: str, preview: int = PREVIEW_BYTES) -> Call[JobPreview | None]:
+        """One job as ``get`` reads it, except that each long field (``LONG_FIELDS``:
+        data, result, progress, error, traceback, headers, dependencies) longer than
+        ``preview`` bytes is cut on the server: only its first bytes cross the wire
+        (JobPreview.cut, with its whole size). None when there is no such job."""
+        known = _names_a_job(job_id)
+        check_int("preview", preview, 1, MAX_PAYLOAD_LIMIT)
+
+        def parse(reply: Any) -> JobPreview | None:
+            if not reply:
+                return None
+            h = _pairs(reply[0])
+            sizes = _pairs(reply[1])
+            cut = {}
+            for name, short in LONG_FIELDS.items():
+                if short in sizes:
+                    cut[name] = FieldPreview(h.pop(short), int(sizes[short]))
+            return JobPreview(Job.from_hash(job_id, h), cut)
+
+        target = job_id if known else ""
+        return self._script("peekJob", parse, target, str(preview), *LONG_FIELDS.values())
+
+    def read_field(self, job_id: str, name: str) -> Call[str | None]:
+        """One long field of a job whole, as stored (JSON text for data, result,
+        progress, headers and dependencies; plain text for error and traceback):
+        what ``peek`` cut. None when there is no such job or it has no such field."""
+        short = LONG_FIELDS.get(name) if isinstance(name, str) else None
+        if short is None:
+            raise InvalidOption(f"field {name!r:.40} is not one of {', '.join(LONG_FIELDS)}")
+        target = job_id if _names_a_job(job_id) else ""
+        return Call(parse=lambda raw: raw, command=("HGET", self.keys.job(target), short))
 
     def jobs(
         self,

@@ -107,6 +107,8 @@ class Queue(QueueShell[AsyncSender]):
     progress = sends_async(Engine.progress)
     remove = sends_async(Engine.remove)
     get = sends_async(Engine.get)
+    peek = sends_async(Engine.peek)
+    read_field = sends_async(Engine.read_field)
     jobs = sends_async(Engine.jobs)
     dead = sends_async(Engine.dead)
     retry_dead = sends_steps_async(Engine.retry_dead)

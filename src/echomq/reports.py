@@ -1,4 +1,5 @@
-"""What read operations return: queue statistics, lanes, tiers and maintenance reports.
+"""What read operations return: queue statistics, lanes, tiers, maintenance reports
+and job previews.
 
 Plain frozen dataclasses with no I/O, shared by the queues, the CLI and the
 dashboard (the engine builds them from the server's replies).
@@ -9,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from echomq.job import Job
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,3 +144,40 @@ class Dependents:
             "readers": self.readers,
             "reader_ids": self.reader_ids,
         }
+
+
+#: a job's fields an inspector shows cut short when they are long (``Queue.peek``):
+#: public name → the field of the job's hash. Every other field is short by its limit.
+LONG_FIELDS = {
+    "data": "d",
+    "result": "r",
+    "progress": "pg",
+    "error": "e",
+    "traceback": "tb",
+    "headers": "h",
+    "dependencies": "dd",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPreview:
+    """The first bytes of one long stored field: ``text`` is its stored form (JSON
+    for data, result, progress, headers, dependencies; plain text for error and
+    traceback) cut at a character boundary, ``size`` the whole field's bytes."""
+
+    text: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"preview": self.text, "size": self.size, "shown": len(self.text.encode())}
+
+
+@dataclass(frozen=True, slots=True)
+class JobPreview:
+    """One job read for an inspector (``Queue.peek``): ``job`` has every field,
+    except that a field longer than the preview is None there and its first
+    bytes are in ``cut`` (by public name: ``cut["data"]``). ``Queue.read_field``
+    reads such a field whole."""
+
+    job: Job
+    cut: dict[str, FieldPreview] = field(default_factory=dict)

@@ -56,6 +56,8 @@ class SyncQueue(QueueShell[SyncSender]):
     progress = sends(Engine.progress)
     remove = sends(Engine.remove)
     get = sends(Engine.get)
+    peek = sends(Engine.peek)
+    read_field = sends(Engine.read_field)
     jobs = sends(Engine.jobs)
     dead = sends(Engine.dead)
     retry_dead = sends_steps(Engine.retry_dead)

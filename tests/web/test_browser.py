@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from echomq import SyncQueue
@@ -444,3 +445,26 @@ def test_job_lists_page_through_every_job(
     assert "rows 101–120" in page.text_content("#jobs-pager")
     page.click('#jobs-pager button[data-page="prev"]')
     page.wait_for_selector(f'#jobs tr[data-job-id="{ids[50]}"]')
+
+
+def test_inspector_marks_a_long_payload_truncated_and_downloads_it_whole(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    data = {"rows": ["<b>row</b> é"] * 20_000}  # ~340 KB stored, over the 64 KiB preview
+    job_id = sq.add("export", data)
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.click(f'#jobs tr[data-job-id="{job_id}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{job_id}"]')
+    mark = page.locator('#inspector p.truncated[data-field="data"]')
+    assert "truncated: the first 64.0 KiB of 312.5 KiB shown" in (mark.text_content() or "")
+    shown = page.locator("#inspector pre").first.text_content() or ""
+    assert shown.startswith('{"rows":["<b>row</b> é"') and shown.endswith("…")
+    assert 60_000 < len(shown.encode()) < 66_000  # the preview, as text (never parsed as HTML)
+    link = mark.locator("a")
+    assert link.get_attribute("href") == f"/api/queues/{sq.name}/jobs/{job_id}/fields/data"
+    with page.expect_download() as download:
+        link.click()
+    saved = Path(download.value.path()).read_bytes()
+    assert saved == orjson.dumps(data)
+    assert download.value.suggested_filename == f"{job_id}-data.json"

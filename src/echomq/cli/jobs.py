@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -23,10 +24,11 @@ from echomq.cli.common import (
 )
 from echomq.cli.score import hex_split, ruler
 from echomq.cli.tracebacks import without_plumbing
+from echomq.engine import PREVIEW_BYTES
 from echomq.errors import JobNotFound
 from echomq.ids import id_timestamp
 from echomq.job import Job, State
-from echomq.reports import Dependents
+from echomq.reports import Dependents, FieldPreview
 from echomq.sync import SyncQueue
 
 if TYPE_CHECKING:
@@ -94,8 +96,10 @@ def add(
     click.echo(job_id)
 
 
-def job_dict(job: Job, queue: str) -> dict[str, Any]:
-    """Every field of a job, plus its decoded score, as plain JSON values."""
+def job_dict(job: Job, queue: str, cut: Mapping[str, FieldPreview] | None = None) -> dict[str, Any]:
+    """Every field of a job, plus its decoded score, as plain JSON values; a long
+    field read cut short (``cut``: Queue.peek) is null, its first bytes, whole
+    size and bytes shown under ``truncated``."""
     decoded = codec.decode(job.score)
     return {
         "id": job.id,
@@ -126,7 +130,22 @@ def job_dict(job: Job, queue: str) -> dict[str, Any]:
         "dependencies": job.dependencies,
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
+        "truncated": {name: preview.to_dict() for name, preview in (cut or {}).items()},
     }
+
+
+def _size(n: int) -> str:
+    return f"{n / 1048576:.1f} MiB" if n >= 1048576 else f"{n / 1024:.1f} KiB"
+
+
+def _print_cut(label: str, preview: FieldPreview, style: str = "bold") -> None:
+    """A long field's first bytes as stored, marked truncated with its whole size."""
+    shown = len(preview.text.encode())
+    common.console.print(
+        f"\n[{style}]{label}[/] (truncated: the first {_size(shown)} of {_size(preview.size)} "
+        "shown; --whole shows it all)"
+    )
+    common.console.print(escape_text(preview.text) + "…")
 
 
 def _pretty(value: Any) -> str:
@@ -182,7 +201,11 @@ def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
 
 
 def _print_job(
-    job: Job, queue: str, dependents: Dependents | None, full_traceback: bool = False
+    job: Job,
+    queue: str,
+    dependents: Dependents | None,
+    full_traceback: bool = False,
+    cut: Mapping[str, FieldPreview] | None = None,
 ) -> None:
     common.console.print(_fields_table(job, queue, dependents))
     decoded = codec.decode(job.score)
@@ -195,29 +218,44 @@ def _print_job(
         common.console.print("  (no score yet: it is taken when the job becomes waiting)")
     for line in ruler(decoded):
         common.console.print(f"  {line}", markup=False)
+    _print_long_fields(job, cut or {})
+    if job.traceback:
+        _print_traceback(job.traceback, full_traceback)
+
+
+def _print_long_fields(job: Job, cut: Mapping[str, FieldPreview]) -> None:
+    """Payload, result, progress and error: whole, or their first bytes if cut."""
     sections = [
         ("data", job.data, True),
         ("result", job.result, job.result is not None),
         ("progress", job.progress, job.progress is not None),
     ]
     for label, value, show in sections:
-        if show:
+        if label in cut:
+            _print_cut(label, cut[label])
+        elif show:
             common.console.print(f"\n[bold]{label}[/]")
             common.console.print(escape_text(_pretty(value)))
-    if job.error:
+    if "error" in cut:
+        _print_cut("last error", cut["error"], "bold red")
+    elif job.error:
         common.console.print("\n[bold red]last error[/]")
         common.console.print(escape_text(job.error))
-    if job.traceback:
-        text, hidden = job.traceback.rstrip(), 0
-        if not full_traceback:
-            text, hidden = without_plumbing(text)
-        common.console.print("\n[bold]traceback[/]")
-        if hidden:
-            common.console.print(
-                f"({hidden} frames of the worker running the handler left out;"
-                " --full-traceback shows them)"
-            )
-        common.console.print(escape_text(text))
+    if "traceback" in cut:  # its head: the frames are read whole with --whole
+        _print_cut("traceback", cut["traceback"])
+
+
+def _print_traceback(traceback: str, full_traceback: bool) -> None:
+    text, hidden = traceback.rstrip(), 0
+    if not full_traceback:
+        text, hidden = without_plumbing(text)
+    common.console.print("\n[bold]traceback[/]")
+    if hidden:
+        common.console.print(
+            f"({hidden} frames of the worker running the handler left out;"
+            " --full-traceback shows them)"
+        )
+    common.console.print(escape_text(text))
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -228,20 +266,30 @@ def _print_job(
     is_flag=True,
     help="Show the traceback whole, with the worker's own frames that called the handler.",
 )
+@click.option(
+    "--whole",
+    is_flag=True,
+    help=f"Read long fields whole (without it: their first {PREVIEW_BYTES // 1024} KiB).",
+)
 @queue_options
-def inspect(job_id: str, as_json: bool, full_traceback: bool, queue: str, url: str | None) -> None:
+def inspect(
+    job_id: str, as_json: bool, full_traceback: bool, whole: bool, queue: str, url: str | None
+) -> None:
     """Show one job: every field, and its score decoded.
 
     State, attempts, last error and traceback, and the score split into tier
     and counter. The traceback starts at the handler's own code (the
     worker's frames that called it are left out unless --full-traceback;
-    --json always gives it whole). Without -q (or ECHOMQ_QUEUE) the job's
-    queue is found from its id.
+    --json always gives it whole). A long payload, result, progress, error
+    or traceback shows its first 64 KiB, marked truncated with its whole
+    size (--json: under "truncated"); --whole reads it all. Without -q (or
+    ECHOMQ_QUEUE) the job's queue is found from its id.
 
     \b
     Examples:
       echomq inspect job_01m8vfye84ec3a377q2197v469
       echomq inspect job_01m8vfye84ec3a377q2197v469 -q mail --json
+      echomq inspect job_01m8vfye84ec3a377q2197v469 --whole --json > job.json
     """
     from echomq.cli.queues import find_job, not_found
 
@@ -249,17 +297,21 @@ def inspect(job_id: str, as_json: bool, full_traceback: bool, queue: str, url: s
         found = find_job(q, job_id)
         if found is None:
             fail(not_found(q, job_id))
-        job, where = found
+        preview, where = found
+        job, cut = preview.job, preview.cut
         with SyncQueue(where, client=q.client()) as holder:
+            if whole and cut:  # read once more, whole (it may have changed since)
+                job = holder.get(job_id) or job
+                cut = {}
             try:
                 dependents: Dependents | None = holder.dependents(job_id)
             except JobNotFound:  # removed since: its fields are shown as read
                 dependents = None
     if as_json:
         listed = None if dependents is None else dependents.to_dict()
-        echo_json({**job_dict(job, where), "dependents": listed})
+        echo_json({**job_dict(job, where, cut), "dependents": listed})
     else:
-        _print_job(job, where, dependents, full_traceback)
+        _print_job(job, where, dependents, full_traceback, cut)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -280,10 +332,10 @@ def remove(job_id: str, queue: str, url: str | None) -> None:
     from echomq.cli.queues import find_job, not_found
 
     with open_queue(queue, url) as q:
-        found = find_job(q, job_id)
+        found = find_job(q, job_id, preview=1)  # only its name and state are shown
         if found is None:
             fail(not_found(q, job_id))
-        job, where = found
+        job, where = found[0].job, found[1]
         with SyncQueue(where, client=q.client()) as holder:
             removed = holder.remove(job_id)
     if not removed:  # removed or pruned between the look-up and now

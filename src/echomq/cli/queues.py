@@ -32,10 +32,10 @@ from echomq.cli.common import (
     short_when,
     url_option,
 )
+from echomq.engine import PREVIEW_BYTES
 from echomq.ids import is_id
-from echomq.job import Job
 from echomq.keys import META_PATTERN, queue_of_meta
-from echomq.reports import QueueStats
+from echomq.reports import JobPreview, QueueStats
 from echomq.sync import SyncQueue
 
 #: keys examined per SCAN step, and most steps per walk.
@@ -107,22 +107,25 @@ def queue_was_given(name: str = "queue") -> bool:
     return source not in (None, ParameterSource.DEFAULT)
 
 
-def find_job(q: SyncQueue, job_id: str) -> tuple[Job, str] | None:
+def find_job(
+    q: SyncQueue, job_id: str, preview: int = PREVIEW_BYTES
+) -> tuple[JobPreview, str] | None:
     """The job ``job_id`` and its queue: ``q``, or (no queue given) whichever holds it.
 
-    Ids are unique across queues, so when no queue was named the server's
-    queues are searched one ``get`` each, up to MAX_QUEUES of them (none for a
-    string that is not a job id: it names no job)."""
+    The job is read by ``peek``: a long field (payload, result, error, …) only
+    up to ``preview`` bytes. Ids are unique across queues, so when no queue was
+    named the server's queues are searched one ``peek`` each, up to MAX_QUEUES
+    of them (none for a string that is not a job id: it names no job)."""
     if not is_id(job_id):
         return None
-    job = q.get(job_id)
+    job = q.peek(job_id, preview)
     if job is not None or queue_was_given():
         return None if job is None else (job, q.name)
     for name in walk_queues(q).names:
         if name == q.name:
             continue
         with SyncQueue(name, client=q.client()) as other:
-            job = other.get(job_id)
+            job = other.peek(job_id, preview)
         if job is not None:
             return job, name
     return None

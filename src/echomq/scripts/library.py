@@ -59,6 +59,7 @@ READ_ONLY = frozenset(
         "listSchedules",
         "dependencyResults",
         "dependents",
+        "peekJob",
     }
 )
 

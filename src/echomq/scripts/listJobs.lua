@@ -15,6 +15,7 @@
 -- Returns: a list of {id, field1, value1, ...}, one per job.
 -- @include fixed
 -- @include keys
+-- @include text
 
 local sets = {delayed = K_DELAYED, failed = K_RETRYING, active = K_ACTIVE,
   completed = K_COMPLETED, dead = K_DEAD, blocked = K_BLOCKED}
@@ -31,16 +32,6 @@ else
 end
 local SUMMARY = {"n", "s", "p", "g", "a", "m", "sc", "c", "f", "e", "st", "at", "ca", "k"}
 local preview = tonumber(ARGV[11] or "0") or 0
-
--- the first n bytes of s, shortened so that no UTF-8 character is split
-local function cut_utf8(s, n)
-  while n > 0 do
-    local b = string.byte(s, n + 1)
-    if not b or b < 128 or b >= 192 then break end  -- s[n+1] starts a character
-    n = n - 1
-  end
-  return string.sub(s, 1, n)
-end
 
 local out = {}
 for _, id in ipairs(ids) do

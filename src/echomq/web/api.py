@@ -8,7 +8,9 @@ dashboard changes nothing that a program using echomq could not.
     GET  /api/queues                        every shown queue: counts, totals, rate
     GET  /api/queues/{q}                    one queue: counts, ring, weights, tiers, throughput
     GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=)
-    GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits
+    GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits; a long
+                                            field (data, result, …) as its first 64 KiB
+    GET  /api/queues/{q}/jobs/{id}/fields/{f}  that field whole, as a download
     GET  /api/score?tier=&counter= | ?score=  the score codec
     GET  /api/audit                         recent actions, newest first
     POST /api/auth                          {} (200 if the token is right)
@@ -23,16 +25,17 @@ dashboard changes nothing that a program using echomq could not.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from echomq.engine import PREVIEW_BYTES
 from echomq.errors import InvalidOption, JobNotFound
 from echomq.job import LISTED_STATES
 from echomq.queue import Queue
@@ -55,6 +58,20 @@ MAX_SCORE_DIGITS = 20
 #: most dead jobs one "retry all" / "purge all" touches.
 BULK_LIMIT = 10_000
 JOB_STATES = LISTED_STATES
+#: the inspector shows each long field's first bytes (the rest is a download).
+INSPECTOR_PREVIEW = PREVIEW_BYTES
+#: most whole-field downloads running at once (each holds its field in memory while
+#: it is sent, up to the queue's max_payload: 64 MiB); more answer 503 at once.
+MAX_DOWNLOADS = 2
+#: a download is sent in pieces of this many characters.
+DOWNLOAD_CHUNK = 1 << 20
+
+
+@dataclass(slots=True)
+class DownloadSlots:
+    """How many whole-field downloads are running, to bound the memory they hold."""
+
+    running: int = 0
 
 
 @dataclass(slots=True)
@@ -70,6 +87,7 @@ class Dashboard:
     interval: float
     #: the server's maxmemory-policy if it may evict keys (echomq.sending.eviction)
     eviction_policy: str | None = None
+    downloads: DownloadSlots = field(default_factory=DownloadSlots)
 
 
 class JSONResponse(Response):
@@ -187,14 +205,70 @@ async def list_jobs(request: Request) -> Response:
 async def job_detail(request: Request) -> Response:
     queue = await queue_of(request)
     job_id = request.path_params["job_id"]
-    job = await queue.get(job_id)
-    if job is None:
+    # a long field's first bytes only: a 64 MiB payload never crosses the wire here
+    preview = await queue.peek(job_id, INSPECTOR_PREVIEW)
+    if preview is None:
         raise JobNotFound(f"no job {job_id!r} in queue {queue.name!r} (never added, or pruned)")
     try:
         dependents: dict[str, Any] | None = (await queue.dependents(job_id)).to_dict()
     except JobNotFound:  # removed since: its fields are shown as read
         dependents = None
-    return JSONResponse({**views.job_detail(job), "dependents": dependents})
+    download = f"/api/queues/{queue.name}/jobs/{job_id}/fields/"
+    return JSONResponse({**views.job_detail(preview, download), "dependents": dependents})
+
+
+async def _sent_whole(text: str, slots: DownloadSlots) -> AsyncIterator[bytes]:
+    """The field in pieces (never a second whole copy); its slot is free once sent
+    (or the client has gone)."""
+    try:
+        for start in range(0, len(text), DOWNLOAD_CHUNK):
+            yield text[start : start + DOWNLOAD_CHUNK].encode()
+    finally:
+        slots.running -= 1
+
+
+async def job_field(request: Request) -> Response:
+    """One long field of a job whole (what the inspector cut), as a file: JSON for
+    data, result, progress, headers, dependencies; text for error and traceback.
+    At most MAX_DOWNLOADS run at once (503 beyond); each reads its field once (a hash
+    field cannot be read in ranges) and sends it in pieces."""
+    d = dashboard_of(request)
+    queue = await queue_of(request)
+    job_id, name = request.path_params["job_id"], request.path_params["field"]
+    slots = d.downloads
+    if slots.running >= MAX_DOWNLOADS:
+        return JSONResponse(
+            {
+                "error": f"{slots.running} downloads are running (at most {MAX_DOWNLOADS} "
+                "at once); try again when one has finished",
+                "kind": "Busy",
+            },
+            status_code=503,
+        )
+    slots.running += 1  # held until the field is sent (_sent_whole)
+    try:
+        text = await queue.read_field(job_id, name)
+    except BaseException:
+        slots.running -= 1
+        raise
+    if text is None:
+        slots.running -= 1
+        raise JobNotFound(
+            f"no field {audit_text(name, 40)} in job {audit_text(job_id, 40)} of queue "
+            f"{queue.name!r} (no such job, or the field is empty)"
+        )
+    plain = name in ("error", "traceback")
+    return StreamingResponse(
+        _sent_whole(text, slots),
+        media_type="text/plain; charset=utf-8" if plain else "application/json",
+        headers={
+            "Cache-Control": "no-store",
+            # only a well-formed job id finds a job: the file name is safe as written
+            "Content-Disposition": (
+                f'attachment; filename="{job_id}-{name}.{"txt" if plain else "json"}"'
+            ),
+        },
+    )
 
 
 async def score(request: Request) -> Response:
@@ -340,6 +414,7 @@ def routes() -> list[Route]:
         Route(q, queue_detail),
         Route(q + "/jobs", list_jobs),
         Route(q + "/jobs/{job_id}", job_detail),
+        Route(q + "/jobs/{job_id}/fields/{field}", job_field),
         Route("/api/score", score),
         Route("/api/audit", audit),
         Route("/metrics", prometheus),

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from echomq.job import Job
-from echomq.reports import LaneInfo, QueueStats, TierCounts
+from echomq.reports import JobPreview, LaneInfo, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.score import COUNTER_BITS, TIER_BITS, decode
 from echomq.web.metrics import lane_label
 
-#: an error shown in a job list is cut to this many characters (the inspector shows all).
+#: an error shown in a job list is cut to this many characters (the inspector shows
+#: its first 64 KiB, like every long field).
 ERROR_PREVIEW = 200
 SCORE_BITS = TIER_BITS + COUNTER_BITS
 
@@ -53,8 +54,17 @@ def job_summary(job: Job) -> dict[str, Any]:
     }
 
 
-def job_detail(job: Job) -> dict[str, Any]:
-    """Every field of a job, the score drawn as tier bits | counter bits."""
+def job_detail(preview: JobPreview, download: str) -> dict[str, Any]:
+    """Every field of a job, the score drawn as tier bits | counter bits.
+
+    A long field cut by ``Queue.peek`` is null here; ``truncated`` gives, by
+    field name, its first bytes as stored (``preview``: JSON text cut short, or
+    the error's text), its whole ``size`` and the bytes ``shown`` (UTF-8), and
+    ``download``: where the whole field is (``download`` + the field's name)."""
+    job = preview.job
+    truncated = {
+        name: {**cut.to_dict(), "download": download + name} for name, cut in preview.cut.items()
+    }
     return {
         **job_summary(job),
         "data": job.data,
@@ -71,6 +81,7 @@ def job_detail(job: Job) -> dict[str, Any]:
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
         "score_fields": score_view(job.score),
+        "truncated": truncated,
     }
 
 

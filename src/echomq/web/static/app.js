@@ -492,13 +492,31 @@ function renderInspector(job) {
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
     el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
-  parts.push(el("h4", { text: "data" }), el("pre", { text: JSON.stringify(job.data, null, 2) }));
-  if (job.result !== null) parts.push(el("h4", { text: "result" }), el("pre", { text: JSON.stringify(job.result, null, 2) }));
-  if (job.error) parts.push(el("h4", { text: "error" }), el("pre", { class: "error", text: job.error }));
-  if (job.traceback) parts.push(el("h4", { text: "traceback" }), el("pre", { class: "traceback", text: job.traceback }));
+  const cut = job.truncated || {};
+  const json = (v) => JSON.stringify(v, null, 2);
+  parts.push(...longField("data", job.data, cut.data, json, null, true));
+  parts.push(...longField("result", job.result, cut.result, json, null, job.result !== null));
+  parts.push(...longField("error", job.error, cut.error, String, "error", Boolean(job.error)));
+  parts.push(...longField("traceback", job.traceback, cut.traceback, String, "traceback", Boolean(job.traceback)));
+  for (const name of ["progress", "headers", "dependencies"]) {
+    if (cut[name]) parts.push(...longField(name, null, cut[name], String, null, true));
+  }
   $("inspector").replaceChildren(...parts);
   $("inspector").dataset.jobId = job.id;
   $("inspector").dataset.state = job.state;
+}
+
+const bytes = (n) => (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} bytes`);
+
+// One long field of the inspector: whole, or (cut by the server) its first bytes
+// as stored, marked truncated, with a link that downloads it whole.
+function longField(name, value, cut, show, cls, present) {
+  if (!cut) return present ? [el("h4", { text: name }), el("pre", { class: cls, text: show(value) })] : [];
+  return [el("h4", { text: name }),
+    el("p", { class: "truncated", dataset: { field: name } },
+      el("span", { text: `truncated: the first ${bytes(cut.shown)} of ${bytes(cut.size)} shown ` }),
+      el("a", { href: cut.download, download: "", text: `download all ${bytes(cut.size)}` })),
+    el("pre", { class: cls, text: `${cut.preview}…` })];
 }
 
 function progressView(progress) {
