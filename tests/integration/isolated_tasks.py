@@ -74,3 +74,15 @@ def heartbeat(path: str) -> None:
         with beat.open("a") as f:
             f.write(f"beat {time.monotonic()}\n")
         time.sleep(0.05)
+
+
+@tasks.task(isolation="process", timeout=20)
+def starts_a_worker(url: str) -> None:
+    """What a module without a main guard does when a job's process imports it."""
+    import asyncio
+
+    from echomq import Queue, Worker
+
+    def nothing(job: object) -> None: ...
+
+    asyncio.run(Worker(Queue("nested-worker", url), {"nothing": nothing}).run())

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from echomq import SyncQueue
-from integration.isolated_tasks import heartbeat
+from integration.isolated_tasks import heartbeat, starts_a_worker
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -26,7 +26,7 @@ TESTS_DIR = Path(__file__).resolve().parents[1]
 WORKER = """
 import asyncio, sys
 from echomq import Queue, Worker
-from integration.isolated_tasks import heartbeat
+from integration.isolated_tasks import heartbeat, starts_a_worker
 
 asyncio.run(Worker(Queue(sys.argv[1], sys.argv[2]), [heartbeat], concurrency=1).run())
 """
@@ -107,3 +107,93 @@ def test_a_process_job_and_the_forkserver_die_with_a_killed_worker(
                 os.kill(pid, signal.SIGKILL)
         if worker.stderr is not None:
             worker.stderr.close()
+
+
+TASKS_MODULE = """
+import os
+from echomq import Queue
+
+q = Queue(os.environ["NG_QUEUE"], os.environ["NG_URL"])
+
+
+@q.task(isolation="process", max_attempts=1)
+def double(n: int) -> int:
+    return 2 * n
+"""
+
+NO_GUARD_SCRIPT = """
+import asyncio
+from echomq import Worker
+from ngtasks import double, q
+
+asyncio.run(Worker(q, [double]).run())  # no `if __name__ == "__main__":`
+"""
+
+GUARD = 'if __name__ == "__main__":'
+
+
+def test_a_script_without_a_main_guard_refuses_a_worker_in_the_jobs_process(
+    sq: SyncQueue, backend_url: str, tmp_path: Path, backend: Any
+) -> None:
+    if backend.kind != "valkey":
+        pytest.skip("process behaviour, the same on every server: one kind is enough")
+    (tmp_path / "ngtasks.py").write_text(TASKS_MODULE)
+    (tmp_path / "noguard.py").write_text(NO_GUARD_SCRIPT)
+    job_id = sq.add("ngtasks.double", {"args": [21]}, max_attempts=1)
+    env = {**os.environ, "NG_QUEUE": sq.name, "NG_URL": backend_url, "PYTHONPATH": str(tmp_path)}
+    script = subprocess.Popen(
+        [sys.executable, "noguard.py"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # without the refusal the job's process runs a worker of its own, forever
+        poll(lambda: (job := sq.get(job_id)) is not None and job.state == "dead", 30, "dead")
+    finally:
+        script.kill()
+        _, stderr = script.communicate(timeout=10)
+    job = sq.get(job_id)
+    assert job is not None and job.error is not None
+    assert job.error.startswith("NestedWorker: ") and GUARD in job.error
+    refusals = [line for line in stderr.splitlines() if line.startswith("echomq: ")]
+    assert len(refusals) == 1 and GUARD in refusals[0], stderr  # one line, from the job
+    assert "Traceback" not in stderr
+
+
+def test_a_worker_started_in_a_jobs_process_is_refused(
+    sq: SyncQueue, backend_url: str, backend: Any
+) -> None:
+    if backend.kind != "valkey":
+        pytest.skip("process behaviour, the same on every server: one kind is enough")
+    job_id = sq.add_many([starts_a_worker.prepare(backend_url).item])[0]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), *sys.path])}
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            WORKER.replace("heartbeat", "starts_a_worker"),
+            sq.name,
+            backend_url,
+        ],
+        env=env,
+        cwd=TESTS_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        poll(
+            lambda: (
+                (job := sq.get(job_id)) is not None and job.attempts >= 1 and job.error is not None
+            ),
+            40,
+            "a failed attempt",
+        )
+    finally:
+        worker.kill()
+        worker.wait(10)
+    job = sq.get(job_id)
+    assert job is not None and job.error is not None
+    assert job.error.startswith("NestedWorker: ") and GUARD in job.error

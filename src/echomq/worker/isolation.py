@@ -43,6 +43,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from echomq.control import Retry, Unrecoverable, set_current_job
+from echomq.errors import EchoMQError
 from echomq.job import Job
 from echomq.tasks import AnyTask
 from echomq.worker.threads import DaemonThreads
@@ -51,6 +52,42 @@ from echomq.worker.threads import DaemonThreads
 START_METHOD = "forkserver" if sys.platform == "linux" else "spawn"
 #: the longest wait for a killed process to be reaped (it takes milliseconds).
 REAP_TIMEOUT = 5.0
+
+
+#: the refusal of a worker started where a job's process (or the forkserver) imports code.
+NESTED_WORKER = (
+    "Worker.run() refused in a process-isolated job's process, which imports your "
+    'script again: start the worker under `if __name__ == "__main__":`'
+)
+
+#: the exit code of a job's process that refused to start a worker while bootstrapping
+#: (sysexits' EX_CONFIG).
+NESTED_EXIT = 78
+
+_in_job_process = False  # set in a job's process before it imports the task's module
+
+
+class NestedWorker(EchoMQError):
+    """A worker was started while a job's process imported the script that starts it."""
+
+
+def check_not_in_job_process() -> None:
+    """Refuse to start a worker inside a job's process, or while multiprocessing
+    bootstraps one (it runs the main script again there): a script without a
+    main guard would start a worker in every job's process.
+
+    In a job's process this raises :class:`NestedWorker` (the job fails with
+    it). While bootstrapping, an exception would reach nobody readable (the
+    forkserver prints a long traceback and the job ends without a reply), so
+    the process writes the one line to stderr and exits with
+    :data:`NESTED_EXIT`, which the worker turns into the job's error.
+    """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        sys.stderr.write(f"echomq: {NESTED_WORKER}\n")
+        sys.stderr.flush()
+        os._exit(NESTED_EXIT)
+    if _in_job_process:
+        raise NestedWorker(NESTED_WORKER)
 
 
 class IsolatedFailure(Exception):
@@ -143,6 +180,8 @@ def _result(process: BaseProcess, receiver: Connection) -> tuple[str, Any]:
     finally:
         receiver.close()
     process.join()
+    if message[0] == "error" and process.exitcode == NESTED_EXIT:
+        return ("error", (f"{NestedWorker.__name__}: {NESTED_WORKER}", ""))
     if message[0] == "error" and process.exitcode not in (0, None):
         message = ("error", (f"{message[1][0]}; exit code {process.exitcode}", message[1][1]))
     return message
@@ -197,6 +236,8 @@ def watch_lifeline(lifeline: Connection) -> None:
 
 
 def _child(module: str, qualname: str, job: Job, sender: Connection, lifeline: Connection) -> None:
+    global _in_job_process
+    _in_job_process = True
     die_with_parent()
     watch_lifeline(lifeline)
     try:

@@ -53,6 +53,7 @@ from echomq.worker.handlers import (
     build_specs,
     check_middleware,
 )
+from echomq.worker.isolation import check_not_in_job_process
 from echomq.worker.leases import Heartbeat
 from echomq.worker.maintenance import Maintenance
 from echomq.worker.resilience import TRANSIENT, Pauses
@@ -198,6 +199,7 @@ class Worker:
         """Serve the queue until stopped (SIGINT/SIGTERM when ``install_signals``, or stop())."""
         if self._sessions:
             raise RuntimeError("this Worker is already running")
+        check_not_in_job_process()
         loop = asyncio.get_running_loop()
         for queue in self.queues:  # connect (and maybe start the embedded server) first
             await self._connect(queue)
