@@ -40,10 +40,20 @@ if TYPE_CHECKING:
 @click.option(
     "--data",
     "-d",
-    default="null",
-    show_default=True,
     metavar="JSON",
-    help="The payload as JSON; '-' reads it from stdin.",
+    help="The payload as JSON; '-' reads it from stdin. Default: null.",
+)
+@click.option(
+    "--args",
+    "task_args",
+    metavar="JSON",
+    help="For a task: its positional arguments as a JSON array ('-': stdin).",
+)
+@click.option(
+    "--kwargs",
+    "task_kwargs",
+    metavar="JSON",
+    help="For a task: its keyword arguments as a JSON object ('-': stdin).",
 )
 @click.option(
     "--priority",
@@ -65,7 +75,9 @@ if TYPE_CHECKING:
 @queue_options
 def add(
     name: str,
-    data: str,
+    data: str | None,
+    task_args: str | None,
+    task_kwargs: str | None,
     priority: int,
     group: str | None,
     delay: float | None,
@@ -76,13 +88,22 @@ def add(
 ) -> None:
     """Add a job called NAME and print its id.
 
+    For a task (@q.task), NAME is the task's name and --args/--kwargs give
+    the call's arguments: the job's data becomes {"args": [...], "kwargs":
+    {...}}, what the worker calls the function with (arguments it cannot
+    take make the job dead at once, naming the signature). The task's own
+    options (max_attempts, priority, group, expires) apply only to jobs
+    enqueued through the task: give them here (--max-attempts, ...) or the
+    queue's apply.
+
     \b
     Examples:
       echomq add send --data '{"to": 42}'
       echomq add report --data '{"day": "mon"}' --group acme --priority 1 --delay 30
       echo '{"big": true}' | echomq add import --data - --key import-2024-06-01
+      echomq add mail.send_email --args '["ann@example.com"]' --kwargs '{"urgent": true}'
     """
-    payload = parse_json(data, "--data")
+    payload = _payload(data, task_args, task_kwargs)
     with open_queue(queue, url) as q:
         job_id = q.add(
             name,
@@ -94,6 +115,31 @@ def add(
             key=key,
         )
     click.echo(job_id)
+
+
+def _payload(data: str | None, task_args: str | None, task_kwargs: str | None) -> Any:
+    """The job's data: --data as given, or a task call built from --args/--kwargs
+    (keys only for those given non-empty, as task.enqueue writes it)."""
+    if task_args is None and task_kwargs is None:
+        return parse_json("null" if data is None else data, "--data")
+    if data is not None:
+        fail("give --data, or --args/--kwargs for a task's arguments, not both")
+    if [task_args, task_kwargs].count("-") > 1:
+        fail("only one of --args and --kwargs can read stdin ('-')")
+    call: dict[str, Any] = {}
+    if task_args is not None:
+        args = parse_json(task_args, "--args")
+        if not isinstance(args, list):
+            fail(f"--args must be a JSON array of positional arguments, not {task_args[:60]!r}")
+        if args:
+            call["args"] = args
+    if task_kwargs is not None:
+        kwargs = parse_json(task_kwargs, "--kwargs")
+        if not isinstance(kwargs, dict):
+            fail(f"--kwargs must be a JSON object of keyword arguments, not {task_kwargs[:60]!r}")
+        if kwargs:
+            call["kwargs"] = kwargs
+    return call
 
 
 def job_dict(job: Job, queue: str, cut: Mapping[str, FieldPreview] | None = None) -> dict[str, Any]:
