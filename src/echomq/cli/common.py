@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -23,6 +22,7 @@ import redis
 
 from echomq.connection import redact_url
 from echomq.errors import EchoMQError, ServerError
+from echomq.escaping import escape_text as escape_text  # the CLI imports it from here
 from echomq.keys import DEFAULT_LANE
 from echomq.options import MAX_JSON_DEPTH
 from echomq.sync import SyncQueue
@@ -83,48 +83,6 @@ def plain_table(
         ).rstrip()
 
     return [line(headers), "  ".join("─" * w for w in widths), *(line(r) for r in body)]
-
-
-#: characters that must not reach a terminal as they are: C0 controls but tab and
-#: newline (ESC starts terminal sequences, CR rewrites a line), DEL, C1 controls
-#: (U+009B is a one-byte CSI) and the bidirectional overrides that reorder text.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
-#: an opening bracket Rich would read as the start of a markup tag, with the backslashes
-#: before it (Rich reads ``\\[b]`` as an escaped bracket, so those are doubled).
-_TAG_START = re.compile(r"(\\*)\[(?=[a-z#/@])")
-
-
-def _escape_markup(text: str) -> str:
-    escaped = _TAG_START.sub(lambda m: m.group(1) * 2 + "\\[", text)
-    # a lone trailing backslash would escape whatever markup follows the text
-    trailing = len(escaped) - len(escaped.rstrip("\\"))
-    return escaped + "\\" if trailing % 2 else escaped
-
-
-def escape_text(text: str, *, markup: bool = True, json_text: bool = False) -> str:
-    """``text`` read from the server, safe to print: the one escaping helper of the CLI.
-
-    Control characters and ESC sequences become visible escapes (``\\x1b``),
-    and (unless ``markup=False``, for text that does not go through Rich's
-    markup: plain lines, click's error line) Rich markup is escaped, so
-    ``[link=…]`` or ``[/srv/in.csv]`` print as written instead of styling or
-    crashing. ``json_text=True`` is for JSON already dumped: the escapes are
-    JSON's own ``\\u009b``, so the decoded data is unchanged."""
-    if json_text:
-        return _UNSAFE.sub(_json_escape, text)
-    visible = _UNSAFE.sub(_visible, text)
-    return _escape_markup(visible) if markup else visible
 
 
 def fail(message: str) -> NoReturn:

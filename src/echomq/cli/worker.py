@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,12 +25,19 @@ import click
 
 from echomq import connection
 from echomq.cli.common import CONTEXT_SETTINGS, fail, open_queue, queue_options
-from echomq.options import DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_LEASE, MAX_CLAIM
+from echomq.options import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_GRACE,
+    DEFAULT_LEASE,
+    MAX_CLAIM,
+    QueueOptions,
+)
 from echomq.queue import Queue
 from echomq.reports import QueueStats
 from echomq.worker.supervisor import Supervisor
 
 if TYPE_CHECKING:  # the runtime import waits until a worker runs: it keeps `echomq` quick
+    from echomq.tasks import AnyTask
     from echomq.worker import Worker
 
 log = logging.getLogger("echomq.cli.worker")
@@ -39,6 +46,8 @@ log = logging.getLogger("echomq.cli.worker")
 SUPERVISOR_ENV = "ECHOMQ_SUPERVISOR_PID"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
+#: the queue served when neither --queue nor the tasks name one.
+DEFAULT_QUEUE = "default"
 #: seconds beyond --grace a stopping worker process gets to release leases and exit.
 RELEASE_MARGIN = 10.0
 
@@ -48,7 +57,7 @@ class WorkerSettings:
     """The options a worker process is started with (also passed on to supervised ones)."""
 
     target: str
-    queue: str
+    queue: str | None  # None: not given (the tasks' queues, else "default")
     url: str | None
     concurrency: int
     lease: float
@@ -56,13 +65,13 @@ class WorkerSettings:
     grace: float
     progress: bool
     log_level: str = "info"
+    log_jobs: bool = True
 
     def child_args(self) -> list[str]:
         """Command-line arguments of one supervised process (the url goes by environment)."""
         args = [
             self.target,
-            "--queue",
-            self.queue,
+            *(["--queue", self.queue] if self.queue is not None else []),
             "--concurrency",
             str(self.concurrency),
             "--lease",
@@ -76,7 +85,32 @@ class WorkerSettings:
         ]
         if self.timeout is not None:
             args += ["--timeout", repr(self.timeout)]
+        if not self.log_jobs:
+            args.append("--quiet-jobs")
         return args
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlan:
+    """One queue the worker serves: its name, url and constructor options (those of
+    the tasks' own Queue object, when the handlers are tasks)."""
+
+    name: str
+    url: str | None
+    options: dict[str, Any]
+    source: str = ""  # where the options come from, for the start log
+
+    def open(self) -> Queue:
+        return Queue(self.name, self.url, **self.options)
+
+    def differences(self) -> str:
+        """The options that are not the defaults, as ``name=value`` (for the start log)."""
+        defaults = QueueOptions().settings()
+        given = {k: v for k, v in self.options.items() if k in defaults}
+        changed = [f"{k}={v!r}" for k, v in given.items() if defaults.get(k) != v]
+        if self.options.get("durable"):
+            changed.append("durable=True")
+        return ", ".join(changed)
 
 
 # -- loading the handlers -------------------------------------------------------
@@ -110,7 +144,73 @@ def load_target(spec: str) -> Any:
     return value
 
 
-def build_worker(target: Any, queue: Queue, settings: WorkerSettings) -> Worker:
+def tasks_in(target: Any) -> list[AnyTask]:
+    """The tasks among the handlers (a list of tasks, or a mapping's task values)."""
+    from echomq.tasks import BaseTask
+
+    values = target.values() if isinstance(target, Mapping) else target
+    if not isinstance(values, Iterable) or isinstance(values, str | bytes):
+        return []
+    return [t for t in values if isinstance(t, BaseTask)]
+
+
+def plan_queues(target: Any, settings: WorkerSettings) -> list[QueuePlan]:
+    """The queues to serve: ``--queue`` if given, else the queue(s) the tasks are
+    bound to, else ``default``. A queue the tasks are bound to gets their Queue
+    object's url and options; another (``--queue`` elsewhere, or handlers that
+    are no tasks) the defaults, said in a warning when tasks were given."""
+    owners: dict[str, Any] = {}
+    for task in tasks_in(target):
+        home = getattr(task, "queue", None)
+        if home is not None:
+            owners.setdefault(home.name, home)
+    if not owners:
+        return [QueuePlan(settings.queue or DEFAULT_QUEUE, settings.url, {})]
+    if settings.queue is not None and settings.queue not in owners:
+        log.warning(
+            "queue %s (--queue): the tasks of %s are bound to queue %s; serving %s as "
+            "asked, with the default queue options (leave --queue out to serve the "
+            "tasks' queues)",
+            settings.queue,
+            settings.target,
+            ", ".join(owners),
+            settings.queue,
+        )
+        return [QueuePlan(settings.queue, settings.url, {})]
+    if settings.queue is not None:
+        owners = {settings.queue: owners[settings.queue]}
+    return [
+        QueuePlan(
+            name,
+            settings.url or home.url,
+            {
+                **home.options.settings(),
+                "durable": home.durable,
+                "durable_timeout": home.durable_timeout,
+            },
+            source=settings.target,
+        )
+        for name, home in owners.items()
+    ]
+
+
+def log_plan(plans: list[QueuePlan]) -> None:
+    """Say where each queue's options come from (a Queue made in the tasks module
+    applies; stored settings, ``echomq config``, are stronger)."""
+    for plan in plans:
+        if not plan.source:
+            continue
+        log.info(
+            "queue %s: the options of the tasks' Queue object in %s apply (%s); "
+            "stored settings (echomq config %s --set …) take precedence",
+            plan.name,
+            plan.source,
+            plan.differences() or "all defaults",
+            plan.name,
+        )
+
+
+def build_worker(target: Any, queue: Queue | list[Queue], settings: WorkerSettings) -> Worker:
     """A Worker from a handlers mapping, or from a factory called with the queue.
 
     A factory may return a mapping of handlers (the command-line options then
@@ -119,7 +219,9 @@ def build_worker(target: Any, queue: Queue, settings: WorkerSettings) -> Worker:
     from echomq.tasks import BaseTask
     from echomq.worker import Worker
 
-    made = target(queue) if callable(target) and not isinstance(target, Mapping) else target
+    queues = queue if isinstance(queue, list) else [queue]
+    factory = callable(target) and not isinstance(target, Mapping)
+    made = target(queues[0]) if factory else target
     if isinstance(made, Worker):
         return made
     tasks = isinstance(made, list | tuple) and made and all(isinstance(t, BaseTask) for t in made)
@@ -132,12 +234,13 @@ def build_worker(target: Any, queue: Queue, settings: WorkerSettings) -> Worker:
         if not callable(handler):
             fail(f"handler for {name!r} in {settings.target!r} is not callable")
     return Worker(
-        queue,
+        queues if len(queues) > 1 else queues[0],
         made,
-        concurrency=settings.concurrency,
+        concurrency=max(settings.concurrency, len(queues)),
         lease=settings.lease,
         timeout=settings.timeout,
         grace=settings.grace,
+        log_jobs=settings.log_jobs,
     )
 
 
@@ -189,10 +292,14 @@ async def _watch_supervisor(worker: Worker, supervisor_pid: int) -> None:
 
 async def run_one(settings: WorkerSettings, target: Any) -> None:
     """Run one Worker until SIGINT/SIGTERM (or its supervisor disappears)."""
-    queue = Queue(settings.queue, settings.url)
+    plans = plan_queues(target, settings)
+    queues = [plan.open() for plan in plans]
+    queue = queues[0]
     try:
-        await queue.stats()  # an unreachable server is a one-line error, before any work
-        worker = build_worker(target, queue, settings)
+        for each in queues:  # an unreachable server is a one-line error, before any work
+            await each.stats()
+        log_plan(plans)
+        worker = build_worker(target, queues, settings)
         stopped = asyncio.Event()
         helpers: list[asyncio.Task[None]] = []
         supervisor = os.environ.get(SUPERVISOR_ENV)
@@ -212,13 +319,15 @@ async def run_one(settings: WorkerSettings, target: Any) -> None:
             if reporter is not None:
                 await reporter
     finally:
-        await queue.close()
+        for each in queues:
+            await each.close()
 
 
-def supervise(settings: WorkerSettings, processes: int) -> int:
-    """Run ``processes`` worker processes on the queue until SIGINT/SIGTERM."""
-    url = connection.resolve_url(settings.url)
-    with open_queue(settings.queue, url) as q:
+def supervise(settings: WorkerSettings, processes: int, target: Any) -> int:
+    """Run ``processes`` worker processes on the queue(s) until SIGINT/SIGTERM."""
+    plan = plan_queues(target, settings)[0]
+    url = connection.resolve_url(plan.url)
+    with open_queue(plan.name, url) as q:
         q.stats()  # fail fast, once, if the server cannot be reached
         command = [sys.executable, "-m", "echomq.cli", "worker", *settings.child_args()]
         env = {**os.environ, connection.URL_ENV: url, SUPERVISOR_ENV: str(os.getpid())}
@@ -231,7 +340,7 @@ def supervise(settings: WorkerSettings, processes: int) -> int:
             except Exception as exc:  # a status line must never stop the supervisor
                 log.warning("status unavailable: %s", exc)
 
-        log.info("supervising %d worker processes on queue %s", processes, settings.queue)
+        log.info("supervising %d worker processes on queue %s", processes, plan.name)
         return supervisor.run(tick if settings.progress else None)
 
 
@@ -277,6 +386,11 @@ def supervise(settings: WorkerSettings, processes: int) -> int:
 )
 @click.option("--progress", is_flag=True, help="Print a one-line status every second (stderr).")
 @click.option(
+    "--quiet-jobs",
+    is_flag=True,
+    help="No log line per completed job (for high rates; failures are still logged).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
     default="info",
@@ -292,29 +406,45 @@ def worker(
     grace: float,
     processes: int,
     progress: bool,
+    quiet_jobs: bool,
     log_level: str,
     queue: str,
     url: str | None,
 ) -> None:
     """Run the handlers of MODULE:HANDLERS until Ctrl-C or SIGTERM.
 
-    HANDLERS is a dict of job name → handler (async or sync, taking a Job;
-    its return value is the job's result), or a factory called with the
-    Queue that returns such a dict or a ready Worker. The current directory
-    is importable. Ctrl-C stops claiming, lets in-flight jobs finish (up to
-    --grace) and exits 0.
+    HANDLERS is a list of tasks (recommended, docs/tasks.md: tasks = [send,
+    report]): the worker serves the queue(s) the tasks are bound to, with
+    their Queue's options (--queue may only pick one of those). It may also
+    be a dict of job name → handler (async or sync, taking a Job; its return
+    value is the job's result), served on --queue, or a factory called with
+    the Queue that returns such a dict or a ready Worker. The current
+    directory is importable. One INFO line per finished job (--quiet-jobs
+    drops those of completed jobs). Ctrl-C stops claiming, lets in-flight jobs
+    finish (up to --grace) and exits 0.
 
     \b
     Examples:
-      echomq worker myapp.tasks:handlers -q mail --concurrency 50
-      echomq worker tasks:handlers --processes 4 --progress
-      ECHOMQ_URL=redis://10.0.0.5:6379/0 echomq worker tasks:handlers
+      echomq worker myapp.tasks:tasks --concurrency 50
+      echomq worker myapp.tasks:handlers -q mail
+      echomq worker tasks:tasks --processes 4 --progress
+      ECHOMQ_URL=redis://10.0.0.5:6379/0 echomq worker tasks:tasks
     """
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    given = click.get_current_context().get_parameter_source("queue")
     settings = WorkerSettings(
-        target, queue, url, concurrency, lease, timeout, grace, progress, log_level.lower()
+        target,
+        None if given is click.core.ParameterSource.DEFAULT else queue,
+        url,
+        concurrency,
+        lease,
+        timeout,
+        grace,
+        progress,
+        log_level.lower(),
+        log_jobs=not quiet_jobs,
     )
     loaded = load_target(target)
     if processes > 1:
-        sys.exit(supervise(settings, processes))
+        sys.exit(supervise(settings, processes, loaded))
     asyncio.run(run_one(settings, loaded))

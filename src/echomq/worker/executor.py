@@ -22,6 +22,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any
 
 from echomq.control import RateLimited, Retry, Unrecoverable, set_current_job
 from echomq.errors import EchoMQError, JobNotFound, LeaseLost, PayloadError
+from echomq.escaping import escape_line
 from echomq.job import Job, State, encode_payload
 from echomq.queue import Queue
 from echomq.worker.completions import CompletionBatcher
@@ -103,6 +105,7 @@ class Runtime:
     threads: DaemonThreads
     loop: asyncio.AbstractEventLoop
     handler_done: Callable[[], None]  # a handler returned or raised: its slot is free
+    log_jobs: bool = True  # one INFO line per completed job
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +177,7 @@ class Execution:
         self._rt = runtime
         self._thread: int | None = None  # ident of the thread running a sync handler
         self.handling = True  # the handler has not finished yet (it holds a slot)
+        self._took = 0.0  # seconds the handler ran (for the job's log line)
         self.task: asyncio.Task[None] = runtime.loop.create_task(
             self._run(), name=f"echomq-job-{job.id}"
         )
@@ -198,6 +202,7 @@ class Execution:
     async def _run(self) -> None:
         hb = self._rt.heartbeat
         hb.add(self.job)
+        started = time.monotonic()
         try:
             outcome = await self._outcome()
         except asyncio.CancelledError:
@@ -206,6 +211,7 @@ class Execution:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             outcome = None
         finally:
+            self._took = time.monotonic() - started
             hb.discard(self.job)  # before recording: see Heartbeat.discard
             self.job._progress_sink = None
             self.free_slot()
@@ -354,6 +360,8 @@ class Execution:
             await self._not_recorded(exc)
             return
         job.state, job.result = State.COMPLETED, result
+        if rt.log_jobs:
+            log.info("job %s completed in %.3f s", who(job), self._took)
         await rt.hooks.fire(rt.hooks.on_completed, job)
 
     async def _fail(self, failed: Failed) -> None:
@@ -376,22 +384,20 @@ class Execution:
         job.state, job.error, job.traceback = state, failed.error, failed.traceback
         if state is State.DEAD:
             log.warning(
-                "job %s (%s) is dead: attempt %d of %d failed%s: %s",
-                job.id,
-                job.name,
+                "job %s is dead: attempt %d of %d failed%s: %s",
+                who(job, self._took),
                 job.attempts,
                 job.max_attempts,
                 "" if failed.retry else " (not retried)",
-                failed.error,
+                escape_line(failed.error),
             )
         else:
             log.info(
-                "job %s (%s): attempt %d of %d failed: %s; attempt %d runs %s",
-                job.id,
-                job.name,
+                "job %s: attempt %d of %d failed: %s; attempt %d runs %s",
+                who(job, self._took),
                 job.attempts,
                 job.max_attempts,
-                failed.error,
+                escape_line(failed.error),
                 job.attempts + 1,
                 next_run_text(job.run_at),
             )
@@ -417,6 +423,20 @@ class Execution:
             log.info("job %s was removed while it ran; outcome dropped", self.job.id)
         else:
             log.error("job %s: outcome not recorded, server unreachable: %s", self.job.id, exc)
+
+
+def who(job: Job, took: float | None = None) -> str:
+    """A job for a log line: ``id (name)``, with its lane and key if it has them
+    and how long its handler ran; every job-derived value escaped
+    (escape_line), so no line can be forged."""
+    extra = ""
+    if job.group:
+        extra += f", lane {escape_line(job.group)}"
+    if job.key:
+        extra += f", key {escape_line(job.key)}"
+    if took is not None:
+        extra += f", ran {took:.3f} s"
+    return f"{job.id} ({escape_line(job.name)}{extra})"
 
 
 def next_run_text(run_at: datetime | None) -> str:

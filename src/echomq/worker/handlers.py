@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from echomq.errors import InvalidOption
+from echomq.escaping import escape_line
 from echomq.job import Job
 from echomq.options import MAX_DELAY, MAX_LEASE, Backoff, check_seconds
 from echomq.tasks import AnyTask, BaseTask
@@ -136,9 +137,9 @@ class UnknownNames:
             return
         self._logged.add(job.name)
         log.warning(
-            "no handler for job name %r (job %s); this worker handles %s. Released for "
+            "no handler for job name '%s' (job %s); this worker handles %s. Released for "
             "%g s (dead %g s after its creation); logged once per name",
-            job.name,
+            escape_line(job.name),
             job.id,
             ", ".join(sorted(known)) or "(none)",
             self.delay,

@@ -99,7 +99,10 @@ class Worker:
     ``timeout`` (default none) bounds each handler; ``grace`` is how long
     shutdown waits for running jobs before releasing them;
     ``maintenance_interval`` (default min(lease, 5 s)) is how often the worker
-    promotes due jobs, returns expired leases and prunes.
+    promotes due jobs, returns expired leases and prunes. Each finished job
+    is logged in one INFO line (id, name, duration, outcome; every job-derived
+    value escaped); ``log_jobs=False`` drops those of completed jobs, for high
+    rates (failures are still logged).
     """
 
     def __init__(
@@ -122,11 +125,14 @@ class Worker:
         unknown_delay: float = DEFAULT_UNKNOWN_DELAY,
         unknown_dead_after: float = DEFAULT_UNKNOWN_DEAD_AFTER,
         weights: Sequence[int] | None = None,
+        log_jobs: bool = True,
     ) -> None:
         self.queues = _check_queues(queue)
         self.queue = self.queues[0]
         self.concurrency = check_int("concurrency", concurrency, 1, MAX_CLAIM)
         self.shares = _shares(self.concurrency, self.queues, weights)
+        for served in self.queues:  # every handler may call any queue at once (set_progress)
+            served.ensure_connections(min(self.concurrency + OWN_CONNECTIONS, MAX_CLAIM))
         self.lease = check_seconds("lease", lease, 0.0, MAX_LEASE, open_low=True)
         self.timeout = (
             None
@@ -151,6 +157,9 @@ class Worker:
         self.middleware = check_middleware(middleware)
         self.unknown = UnknownNames(unknown_delay, unknown_dead_after)
         self.hooks = Hooks(on_completed, on_failed, on_retried, on_dead, on_stalled)
+        if not isinstance(log_jobs, bool):
+            raise InvalidOption(f"log_jobs {log_jobs!r} is not a bool; allowed True or False")
+        self.log_jobs = log_jobs
         self._sessions: list[_Session] = []
         self._stop_early: bool | None = None  # stop() before run(): None, or immediate?
 
@@ -276,6 +285,11 @@ def _check_queues(queue: Queue | Sequence[Queue]) -> list[Queue]:
     return queues
 
 
+#: connections a worker uses besides its handlers' calls: the doorbell wait, claims,
+#: heartbeats, completions, maintenance, the waits' subscription, a few to spare.
+OWN_CONNECTIONS = 8
+
+
 def _shares(concurrency: int, queues: list[Queue], weights: Sequence[int] | None) -> list[int]:
     """Each queue's slots: ``concurrency`` split by weight, at least one each."""
     if weights is None:
@@ -364,6 +378,7 @@ class _Session:
             self.threads,
             loop,
             self._handler_done,
+            worker.log_jobs,
         )
 
     def request_stop(self, immediate: bool) -> None:
