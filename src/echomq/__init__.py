@@ -25,6 +25,7 @@ from echomq.errors import (
     NotReplicated,
     OrderingMismatch,
     PayloadError,
+    PoolTimeout,
     ServerError,
     WaitTimeout,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "NotReplicated",
     "OrderingMismatch",
     "PayloadError",
+    "PoolTimeout",
     "Queue",
     "QueueStats",
     "RateLimited",

@@ -19,6 +19,7 @@ The tree::
     ├── OrderingMismatch       queue opened with another ordering than it was created with
     ├── FormatTooNew           queue stored in a newer format than this client knows
     ├── ServerError            the server could not be started or reached
+    ├── PoolTimeout            every connection of the queue's pool stayed in use too long
     └── NotReplicated          a durable add was written but no replica acknowledged it in time
 
 Each message names the offending value and the allowed range.
@@ -120,6 +121,12 @@ class InvalidState(EchoMQError):
 
 class ServerError(EchoMQError):
     """The server could not be started or reached."""
+
+
+class PoolTimeout(EchoMQError):
+    """No connection of the queue's bounded pool came free in time (all
+    ``max_connections`` were in use for ``connection.POOL_TIMEOUT`` seconds);
+    the call was not sent."""
 
 
 class NotReplicated(EchoMQError):

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.call import Call
-from echomq.connection import AsyncClient
+from echomq.connection import AsyncClient, check_max_connections
 from echomq.engine import AddOptions, Claimed, Engine, JobOptions, NewJob, Wake
 from echomq.errors import EchoMQError
 from echomq.events import Event
@@ -41,13 +41,21 @@ class Queue(QueueShell[AsyncSender]):
         self._adds = AddBatcher(self._add_batch)
         self._shared_client = client is not None
         self._blocking: SyncQueue | None = None
-        sender = AsyncSender(url, client, greeting)
+        sender = AsyncSender(url, client, greeting, self.max_connections)
         self._waits = AsyncWaits(sender, self.engine.keys.done_channel)
         return sender
 
     async def client(self) -> AsyncClient:
         """The redis client, connecting (and starting the embedded server) on first use."""
         return await self.sender.client()
+
+    def ensure_connections(self, count: int) -> None:
+        """Let this queue hold at least ``count`` connections at once (its
+        ``max_connections`` grows to it, never shrinks): a worker asks for its
+        concurrency plus its own few, so handlers that call the queue never wait
+        for a connection. Not for a Queue given ``client=``."""
+        self.sender.ensure_connections(check_max_connections(count))
+        self.max_connections = self.sender.max_connections
 
     async def add(self, name: str, data: Any = None, **options: Unpack[AddOptions]) -> str:
         """Add one job; returns its id (or the id of the live job holding ``key``).
@@ -94,6 +102,7 @@ class Queue(QueueShell[AsyncSender]):
                 self.url,
                 durable=self.durable,
                 durable_timeout=self.durable_timeout,
+                max_connections=self.max_connections,
                 **self.options.settings(),
             )
         return self._blocking

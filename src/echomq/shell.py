@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack, cast
 
 from echomq.call import Call
+from echomq.connection import DEFAULT_MAX_CONNECTIONS, check_max_connections
 from echomq.engine import Engine, JobOptions
 from echomq.options import DEFAULT_DURABLE_TIMEOUT, QueueOptions, QueueSettings
 from echomq.sending import AsyncSender, SyncSender
@@ -45,6 +46,7 @@ class QueueShell(Generic[SenderT]):
         client: Any = None,
         durable: bool = False,
         durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         **settings: Unpack[QueueSettings],
     ) -> None:
         options = QueueOptions.from_settings(settings)
@@ -52,6 +54,9 @@ class QueueShell(Generic[SenderT]):
         self.name = name
         #: the tasks made on this queue object (``q.task``), by name
         self.tasks: dict[str, AnyTask] = {}
+        #: connections this queue's client may hold at once (echomq.connection; not
+        #: for a given ``client``, which keeps its own pool)
+        self.max_connections = check_max_connections(max_connections)
         self.sender = self._make_sender(url, client, self.engine.check_format())
 
     def register_task(self, task: AnyTask) -> None:

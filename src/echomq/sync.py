@@ -28,7 +28,7 @@ class SyncQueue(QueueShell[SyncSender]):
     ``durable=True`` makes adds wait for a replica (see echomq.sending.durable)."""
 
     def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> SyncSender:
-        sender = SyncSender(url, client, greeting)
+        sender = SyncSender(url, client, greeting, self.max_connections)
         self._waits = SyncWaits(sender, self.engine.keys.done_channel)
         return sender
 

@@ -16,17 +16,27 @@ client and sends :class:`~echomq.call.Call` objects over it:
 The first use of a client also sends the queue's greeting call (the stored
 format check, :mod:`echomq.storage`) and checks once whether the server may
 evict keys (:mod:`.eviction`: a warning if so).
+
+A client a sender makes holds at most ``max_connections`` connections, from a
+blocking pool (echomq.connection); an asyncio cluster client, whose nodes
+cannot block, gets the same bound from the sender: at most that many calls
+in flight, a call waiting up to POOL_TIMEOUT for its turn. A worker raises the
+bound to its concurrency (``ensure_connections``). Whatever the client, a
+call that found no free connection in time raises PoolTimeout (an
+EchoMQError), not redis-py's MaxConnectionsError.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any, Generic, TypeVar
 
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+import redis.exceptions
 
 from echomq import connection
 from echomq.call import Call
@@ -51,8 +61,16 @@ class _Sender(Generic[ClientT]):
     """What both senders hold: the url, the client (maybe given), the greeting, and
     how scripts go (``scripts.functions``: by FCALL while True, else by EVALSHA)."""
 
-    def __init__(self, url: str | None, client: ClientT | None, greeting: Call[Any] | None) -> None:
+    def __init__(
+        self,
+        url: str | None,
+        client: ClientT | None,
+        greeting: Call[Any] | None,
+        max_connections: int = connection.DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         self.url = url
+        #: connections a client this sender makes may hold at once (a given client: its own)
+        self.max_connections = max_connections
         self._client = client
         self._owns_client = client is None
         self._greeting = greeting
@@ -77,6 +95,45 @@ class _Sender(Generic[ClientT]):
         return min(MAX_BLOCK, socket_timeout - 1.0 if socket_timeout >= 2.0 else socket_timeout / 2)
 
 
+@contextlib.contextmanager
+def _pool_errors(max_connections: int) -> Iterator[None]:
+    """Raise PoolTimeout for redis-py's "no free connection" errors."""
+    try:
+        yield
+    except redis.exceptions.ConnectionError as exc:
+        error = connection.pool_timeout_error(exc, max_connections)
+        if error is None:
+            raise
+        raise error from None
+
+
+class _InFlight:
+    """At most ``limit`` calls in flight on one event loop's client (an asyncio
+    cluster client, whose node pools cannot block); a call waits up to
+    POOL_TIMEOUT for its turn, then PoolTimeout."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._busy = 0
+        self._freed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        async with self._freed:
+            try:
+                async with asyncio.timeout(connection.POOL_TIMEOUT):
+                    await self._freed.wait_for(lambda: self._busy < self.limit)
+            except TimeoutError:
+                raise connection.pool_timeout(self.limit) from None
+            self._busy += 1
+        try:
+            yield
+        finally:
+            async with self._freed:
+                self._busy -= 1
+                self._freed.notify()
+
+
 class AsyncSender(_Sender[AsyncClient]):
     """Sends calls with a ``redis.asyncio`` client or cluster client.
 
@@ -88,11 +145,42 @@ class AsyncSender(_Sender[AsyncClient]):
     """
 
     def __init__(
-        self, url: str | None, client: AsyncClient | None, greeting: Call[Any] | None
+        self,
+        url: str | None,
+        client: AsyncClient | None,
+        greeting: Call[Any] | None,
+        max_connections: int = connection.DEFAULT_MAX_CONNECTIONS,
     ) -> None:
-        super().__init__(url, client, greeting)
+        super().__init__(url, client, greeting, max_connections)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
+        #: the bound on calls in flight of a cluster client this sender made
+        self._in_flight: _InFlight | None = None
+
+    def ensure_connections(self, count: int) -> None:
+        """Let the client hold at least ``count`` connections at once (a worker of
+        concurrency n asks for n plus its own few): the pool of the current
+        client grows at once, later clients are made that size. A given client
+        keeps its own pool."""
+        if count <= self.max_connections:
+            return
+        self.max_connections = count
+        if self._in_flight is not None:
+            self._in_flight.limit = count
+        if self._owns_client and isinstance(self._client, redis.asyncio.Redis):
+            self._client.connection_pool.max_connections = count
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncClient]:
+        """The client for one call (or pair): its turn among the calls in flight on
+        an asyncio cluster client, redis-py's pool errors raised as PoolTimeout."""
+        with _pool_errors(self.max_connections):
+            client = await self.client()  # its first use sends the greeting
+            if self._in_flight is None:
+                yield client
+            else:
+                async with self._in_flight.turn():
+                    yield client
 
     async def client(self) -> AsyncClient:
         """The client, connecting (and starting the embedded server) on first use."""
@@ -100,9 +188,13 @@ class AsyncSender(_Sender[AsyncClient]):
         if self._owns_client and self._loop is not loop:
             self._client = None  # the last loop's client is closed with that loop
         if self._client is None:
-            made = await asyncio.to_thread(connection.async_client, self.url)
+            made = await asyncio.to_thread(
+                connection.async_client, self.url, max_connections=self.max_connections
+            )
             if self._client is None:
                 self._client, self._loop = made, loop
+                clustered = isinstance(made, redis.asyncio.cluster.RedisCluster)
+                self._in_flight = _InFlight(self.max_connections) if clustered else None
                 self._closer = self._close_with_loop(made)
                 await anext(self._closer)
             else:  # another task's first use won the race; keep one pool
@@ -126,10 +218,10 @@ class AsyncSender(_Sender[AsyncClient]):
 
     async def send(self, call: Call[T]) -> T:
         """Send one call and parse its reply."""
-        client = await self.client()
-        if call.durable is not None:
-            return await durable.send_async(client, self.scripts, call)
-        return await self._execute(client, call)
+        async with self._connection() as client:
+            if call.durable is not None:
+                return await durable.send_async(client, self.scripts, call)
+            return await self._execute(client, call)
 
     async def _execute(self, client: AsyncClient, call: Call[T]) -> T:
         if call.script is None:
@@ -147,8 +239,7 @@ class AsyncSender(_Sender[AsyncClient]):
         sends them one after the other. The pair is bounded by the wait's own
         timeout plus GUARD, so a dropped connection surfaces as an error.
         """
-        client = await self.client()
-        async with asyncio.timeout((wait.blocks or 0.0) + GUARD):
+        async with self._connection() as client, asyncio.timeout((wait.blocks or 0.0) + GUARD):
             if isinstance(client, redis.asyncio.Redis):
                 on_client = pipelines.on_async_client(client)
                 load = pipelines.load_with_async(on_client)
@@ -172,13 +263,13 @@ class AsyncSender(_Sender[AsyncClient]):
     ) -> tuple[int, list[str]]:
         """One SCAN call on ``node`` (None: the single server): the next cursor
         (0 at the end) and the keys found. The caller bounds the walk."""
-        client = await self.client()
-        if node is None:
-            assert not isinstance(client, redis.asyncio.cluster.RedisCluster)
-            next_cursor, keys = await client.scan(cursor, match=match, count=count)
-            return int(next_cursor), [str(k) for k in keys]
-        # a cluster client answers ({node name: next cursor}, keys)
-        reply: Any = await client.scan(cursor, match=match, count=count, target_nodes=node)
+        async with self._connection() as client:
+            if node is None:
+                assert not isinstance(client, redis.asyncio.cluster.RedisCluster)
+                next_cursor, keys = await client.scan(cursor, match=match, count=count)
+                return int(next_cursor), [str(k) for k in keys]
+            # a cluster client answers ({node name: next cursor}, keys)
+            reply: Any = await client.scan(cursor, match=match, count=count, target_nodes=node)
         cursors, keys = reply
         return int(next(iter(cursors.values()))), [str(k) for k in keys]
 
@@ -195,7 +286,7 @@ class SyncSender(_Sender[SyncClient]):
     def client(self) -> SyncClient:
         """The client, connecting (and starting the embedded server) on first use."""
         if self._client is None:
-            self._client = connection.sync_client(self.url)
+            self._client = connection.sync_client(self.url, max_connections=self.max_connections)
         if self._greeting is not None:
             self._execute(self._client, self._greeting)
             self._greeting = None
@@ -205,11 +296,13 @@ class SyncSender(_Sender[SyncClient]):
         return self._client
 
     def send(self, call: Call[T]) -> T:
-        """Send one call and parse its reply."""
-        client = self.client()
-        if call.durable is not None:
-            return durable.send(client, self.scripts, call)
-        return self._execute(client, call)
+        """Send one call and parse its reply (PoolTimeout if every connection of the
+        pool stayed in use for POOL_TIMEOUT seconds)."""
+        with _pool_errors(self.max_connections):
+            client = self.client()  # its first use sends the greeting
+            if call.durable is not None:
+                return durable.send(client, self.scripts, call)
+            return self._execute(client, call)
 
     def _execute(self, client: SyncClient, call: Call[T]) -> T:
         if call.script is None:
@@ -231,12 +324,13 @@ class SyncSender(_Sender[SyncClient]):
     ) -> tuple[int, list[str]]:
         """One SCAN call on ``node`` (None: the single server): the next cursor
         (0 at the end) and the keys found. The caller bounds the walk."""
-        client = self.client()
-        if node is None:
-            assert not isinstance(client, redis.cluster.RedisCluster)
-            next_cursor, keys = client.scan(cursor, match=match, count=count)
-            return int(next_cursor), [str(k) for k in keys]
-        reply: Any = client.scan(cursor, match=match, count=count, target_nodes=node)
+        with _pool_errors(self.max_connections):
+            client = self.client()
+            if node is None:
+                assert not isinstance(client, redis.cluster.RedisCluster)
+                next_cursor, keys = client.scan(cursor, match=match, count=count)
+                return int(next_cursor), [str(k) for k in keys]
+            reply: Any = client.scan(cursor, match=match, count=count, target_nodes=node)
         cursors, keys = reply
         return int(next(iter(cursors.values()))), [str(k) for k in keys]
 
