@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from echomq import connection
-from echomq.errors import EchoMQError, InvalidInput, JobNotFound, ServerError
+from echomq.errors import EchoMQError, InvalidInput, JobNotFound, PoolTimeout, ServerError
 from echomq.keys import check_name
 from echomq.sending import AsyncSender
 from echomq.web.api import Dashboard, JSONResponse, routes
@@ -78,7 +78,7 @@ async def _on_echomq_error(request: Request, exc: Exception) -> Response:
         return _error(400, exc)
     if isinstance(exc, JobNotFound):
         return _error(404, exc)
-    if isinstance(exc, ServerError):
+    if isinstance(exc, ServerError | PoolTimeout):  # unreachable, or every connection busy
         return _error(503, exc)
     return _error(409, exc)
 
