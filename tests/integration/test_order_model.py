@@ -833,6 +833,43 @@ ALL_PARKED = [
     Claim(5), Claim(1),
     Complete(1), Complete(0), Claim(1), Complete(0), Claim(2),
 ]  # fmt: skip
+# a lane alone in the ring that one claim serves past the end of its turn and
+# empties leaves the cyclic order as single claims would have it: placed at
+# the tail when its turn ended, it has no lane before it (the lanes parked
+# after it go back at the tail), not the lane placed there before its turn.
+# Here c (c1, c2 in one claim) leaves with b parked after it and a parked
+# after b; a, its rate lifted, goes back into the empty ring, the default
+# lane joins behind it, and b, unpaused, goes back at the tail: behind the
+# default lane, not between a and it (where a left behind as c's
+# predecessor would put it).
+LONE_LANE_LEAVES_PAST_ITS_TURN: list[Op] = [
+    SetRate("a", 1),
+    PauseLane("b", True),
+    lane_jobs("b", "a", "a", "c", "c"),
+    Claim(4),
+    SetRate("a", None),
+    lane_jobs(None),
+    PauseLane("b", False),
+    Claim(4),
+]
+
+
+def one_by_one(program: list[Op]) -> list[Op]:
+    """The program with each Claim(n) made n single claims (the same claims, docs)."""
+    return [c for op in program for c in ([Claim(1)] * op.n if isinstance(op, Claim) else [op])]
+
+
+# the same, found by search: the lone lane's claim returns leases (Stall)
+LONE_LANE_LEAVES_AFTER_STALLS: list[Op] = [
+    Add(0, "b"),
+    lane_jobs(None, "a", "c", "c"),
+    PauseLane(None, True),
+    PauseLane("b", True),
+    SetRate("a", 1),
+    Stall(3),
+    Claim(2),
+    SetRate("a", None),
+]
 
 
 @PROFILE
@@ -862,6 +899,9 @@ ALL_PARKED = [
 @example(program=CAPPED_LANE_EXAMPLE)
 @example(program=CAP_ENDS_TURN)
 @example(program=ALL_PARKED)
+@example(program=LONE_LANE_LEAVES_PAST_ITS_TURN)
+@example(program=one_by_one(LONE_LANE_LEAVES_PAST_ITS_TURN))
+@example(program=LONE_LANE_LEAVES_AFTER_STALLS)
 @example(
     program=[SetRate("a", 1), lane_jobs("a", "a", "b", "b"), Claim(3), SetRate("a", 2), Claim(2)]
 )

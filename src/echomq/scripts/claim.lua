@@ -447,6 +447,12 @@ while remaining > 0 and ring_len > 0 and expired < EXPIRED_BUDGET do
       else emptied = redis.call("EXISTS", lk) == 0 end
     end
     if emptied then
+      -- served past the end of its turn (alone in the ring, more than
+      -- ``left`` popped at once), it was placed at the tail when that turn
+      -- ended, as single claims do: it leaves with no lane before it, and
+      -- the lanes parked after it go back at the tail (not after the lane
+      -- that was the virtual tail before its turn)
+      if got > left then vt = lane end
       redis.call("LPOP", K_RING)
       left_cycle(lane, virtual_tail())
       if vt == lane then vt = nil end
