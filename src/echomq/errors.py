@@ -146,14 +146,23 @@ class NotReplicated(EchoMQError):
         )
 
 
+# The negative integers scripts return, by the names includes/fixed.lua gives them.
+E_NOT_FOUND, E_LEASE_LOST, E_ORDERING, E_CANCELLED = -1, -2, -3, -4
+E_LANE_FULL, E_INVALID_STATE = -5, -6
+#: a schedule's compare-and-set lost: it changed since it was read (read again).
+E_SCHEDULE_CHANGED = -10
+#: the queue holds its most schedules already.
+E_SCHEDULE_LIMIT = -11
+
 # Negative integers returned by scripts → the exception they stand for.
 SCRIPT_ERRORS: dict[int, type[EchoMQError]] = {
-    -1: JobNotFound,
-    -2: LeaseLost,
-    -3: OrderingMismatch,
-    -4: JobCancelled,
-    -5: LaneFull,
-    -6: InvalidState,
+    E_NOT_FOUND: JobNotFound,
+    E_LEASE_LOST: LeaseLost,
+    E_ORDERING: OrderingMismatch,
+    E_CANCELLED: JobCancelled,
+    E_LANE_FULL: LaneFull,
+    E_INVALID_STATE: InvalidState,
+    E_SCHEDULE_LIMIT: InvalidSchedule,
 }
 
 
