@@ -78,10 +78,39 @@ def _timeout(job_id: str, timeout: float) -> WaitTimeout:
     return WaitTimeout(f"job {job_id} did not finish within {timeout:g} s")
 
 
+#: redis-py's asyncio cluster subscription (redis-py 6+; None before)
+_ClusterPubSub: Any = getattr(redis.asyncio.cluster, "ClusterPubSub", None)
+
+
+class _Resubscriber:
+    """redis-py 5's asyncio PubSub knows no shard channels: echomq sends SSUBSCRIBE
+    itself, and, as that PubSub reconnects silently after a dropped connection
+    (resubscribing only the channels it knows), sends it again on each reconnect;
+    the server's confirmation then wakes every wait to read its job again."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+
+    async def on_connect(self, conn: Any) -> None:
+        await conn.send_command("SSUBSCRIBE", self.channel)
+
+
+async def _shard_subscribe(state: _LoopWaits, channel: str) -> None:
+    """SSUBSCRIBE ``state.pubsub`` to ``channel``, with any redis-py version."""
+    pubsub = state.pubsub
+    if hasattr(pubsub, "ssubscribe"):
+        await pubsub.ssubscribe(channel)
+        return
+    await pubsub.execute_command("SSUBSCRIBE", channel)
+    state.resubscriber = _Resubscriber(channel)  # held here: redis-py keeps a weak reference
+    pubsub.connection.register_connect_callback(state.resubscriber.on_connect)
+
+
 async def _read(pubsub: Any, timeout: float) -> dict[str, Any] | None:
     """The next message of a single-server or cluster subscription, or None."""
-    if isinstance(pubsub, redis.asyncio.cluster.ClusterPubSub):
-        return await pubsub.get_sharded_message(timeout=timeout)
+    if _ClusterPubSub is not None and isinstance(pubsub, _ClusterPubSub):
+        message: dict[str, Any] | None = await pubsub.get_sharded_message(timeout=timeout)
+        return message
     return await pubsub.get_message(timeout=timeout)  # type: ignore[no-any-return]
 
 
@@ -93,6 +122,8 @@ class _LoopWaits:
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_WATCHING))
     pubsub: Any = None
+    #: sends SSUBSCRIBE again on a reconnect redis-py 5 makes silently (_shard_subscribe)
+    resubscriber: _Resubscriber | None = None
     listener: asyncio.Task[None] | None = None
     closer: AsyncGenerator[None, None] | None = None
 
@@ -161,7 +192,7 @@ class AsyncWaits:
                 if state.pubsub is None:
                     client = await self._sender.client()
                     state.pubsub = client.pubsub()
-                    await state.pubsub.ssubscribe(self._channel)
+                    await _shard_subscribe(state, self._channel)
                 message = await _read(state.pubsub, LISTEN_BLOCK)
             except Exception:  # the connection failed: subscribe again (asyncio errors too)
                 await _close_pubsub(state)
@@ -295,7 +326,7 @@ class SyncWaits:
             while not listener.stop.is_set():
                 try:
                     if pubsub is None:
-                        pubsub = self._sender.client().pubsub()  # type: ignore[no-untyped-call]
+                        pubsub = self._sender.client().pubsub()
                         pubsub.ssubscribe(self._channel)
                     message = _read_sync(pubsub, SYNC_LISTEN_BLOCK)
                 except Exception:  # the connection failed: subscribe again
