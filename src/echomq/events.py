@@ -38,6 +38,9 @@ KINDS = (
     "requeued",
     "removed",
     "unthrottled",
+    "lane_changed",
+    "paused",
+    "resumed",
     "lost",
 )
 #: the kind of the notice a reader gets when events after its cursor were trimmed.
@@ -75,7 +78,8 @@ class Event:
     ``kind``: one of :data:`KINDS`, or ``missed``: events after the reader's
     cursor were trimmed before it read them (``skipped`` says how many; the
     reader goes on at the oldest retained event). ``job_id`` is None for an
-    event of a lane, not a job (``unthrottled``). ``id``: the event's number
+    event of a lane or of the queue, not a job (``unthrottled``,
+    ``lane_changed``, ``paused``, ``resumed``). ``id``: the event's number
     in the stream, as text, to resume after with ``q.events(after=id)``.
     ``at``: the server time of the transition. The other fields are set where
     the kind carries them (else None): ``attempt`` (claimed, retrying, dead),

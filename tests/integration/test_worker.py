@@ -606,19 +606,21 @@ async def test_a_delayed_job_starts_at_its_fire_time(aq: Queue) -> None:
     assert 0 <= late < 3.0, f"claimed {late * 1000:.1f} ms after its fire time"
 
 
-async def test_a_resumed_queue_is_served_within_the_maintenance_interval(aq: Queue) -> None:
+async def test_an_idle_worker_starts_a_job_at_once_on_resume(aq: Queue) -> None:
     started: list[float] = []
-    worker = Worker(aq, {"j": lambda job: started.append(time.monotonic())}, lease=1.0)
+    # the periodic re-check is 30 s away: only resume's doorbell can wake it sooner
+    worker = Worker(
+        aq, {"j": lambda job: started.append(time.monotonic())}, maintenance_interval=30.0
+    )
     async with running(worker):
         await aq.pause()
         await aq.add("j")  # rings, but the woken worker can claim nothing
         await wait_for(lambda: worker.idle)
         resumed = time.monotonic()
-        await aq.resume()  # rings nobody: the waiting count did not go from 0
-        await wait_for(lambda: bool(started), timeout=15)
-    # maintenance_interval = min(lease, 5 s) = 1 s; the bound leaves 2 s for a loaded
-    # machine, and is still far below the 5 s of the default interval
-    assert started[0] - resumed < 1.0 + 2.0
+        await aq.resume()  # records "resumed" and rings the doorbell
+        await wait_for(lambda: bool(started), timeout=10)
+    latency = started[0] - resumed
+    assert latency < 1.0, f"resume reached the idle worker after {latency * 1000:.1f} ms"
 
 
 async def test_a_burst_wakes_every_idle_worker(aq: Queue, backend_url: str) -> None:

@@ -1204,12 +1204,12 @@ class Engine:
         """Whether the queue ever held a job (its meta hash exists)."""
         return Call(parse=lambda n: bool(int(n)), command=("EXISTS", self.keys.meta))
 
-    # -- weights and pausing (single commands: atomic by themselves) ----------
+    # -- weights and pausing ---------------------------------------------------
     def set_weight(self, group: str | None, weight: int) -> Call[None]:
-        """Claims per turn for ``group``'s lane (1 … 1000); takes effect at its next turn."""
+        """Claims per turn for ``group``'s lane (1 … 1000); takes effect at its next
+        turn. Records the event ``lane_changed`` (setLane.lua)."""
         lane = lane_of(group)
-        check_weight(weight)
-        return Call(parse=_none, command=("HSET", self.keys.weights, lane, str(weight)))
+        return self._script("setLane", _none, lane, "w", str(check_weight(weight)))
 
     def weights(self) -> Call[dict[str | None, int]]:
         """Every weight that was set, by group (an unset weight is 1)."""
@@ -1220,12 +1220,14 @@ class Engine:
         return Call(parse=parse, command=("HGETALL", self.keys.weights))
 
     def pause(self) -> Call[None]:
-        """Stop serving claims from this queue (adds still succeed)."""
-        return Call(parse=_none, command=("HSET", self.keys.meta, "paused", "1"))
+        """Stop serving claims from this queue (adds still succeed); records the
+        event ``paused`` (pauseQueue.lua)."""
+        return self._script("pauseQueue", _none, "1")
 
     def resume(self) -> Call[None]:
-        """Serve claims again after ``pause``."""
-        return Call(parse=_none, command=("HDEL", self.keys.meta, "paused"))
+        """Serve claims again after ``pause``: records the event ``resumed`` and
+        rings the doorbell, so an idle worker claims at once (pauseQueue.lua)."""
+        return self._script("pauseQueue", _none, "0")
 
 
 class _Revival:

@@ -14,8 +14,8 @@
 --
 -- Returns: the next fire time stored (ms, -1 while the schedule is paused),
 --          E_ORDERING (-3) if the queue exists with the other ordering,
---          -10 if the revision changed since the client read it,
---          -11 if the queue holds the most schedules already.
+--          E_SCHEDULE_CHANGED (-10) if the revision changed since the client read it,
+--          E_SCHEDULE_LIMIT (-11) if the queue holds the most schedules already.
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -27,8 +27,8 @@ local stored = redis.call("HGET", K_META, "o")
 if stored and stored ~= ARGV[7] then return E_ORDERING end
 local id = ARGV[8]
 local old = redis.call("HGET", K_SCHEDULES, id)
-if fmt(schedule_revision(old)) ~= ARGV[10] then return -10 end
-if not old and redis.call("HLEN", K_SCHEDULES) >= tonumber(ARGV[13]) then return -11 end
+if fmt(schedule_revision(old)) ~= ARGV[10] then return E_SCHEDULE_CHANGED end
+if not old and redis.call("HLEN", K_SCHEDULES) >= tonumber(ARGV[13]) then return E_SCHEDULE_LIMIT end
 local paused = fire_state(id).pa
 local current = redis.call("ZSCORE", K_FIRES, id)
 

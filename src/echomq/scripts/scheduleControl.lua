@@ -10,7 +10,7 @@
 --
 -- Returns: 1 if the schedule exists (and was removed, paused or resumed;
 --          pausing a paused one or resuming a running one changes nothing),
---          0 if there is no such schedule, -10 (resume) if its revision changed.
+--          0 if there is no such schedule, E_SCHEDULE_CHANGED (-10, resume) if its revision changed.
 --          A paused schedule fires nothing; resumed, it fires next at the first
 --          fire time after the resume (fires while paused are not caught up).
 -- @include fixed
@@ -36,7 +36,7 @@ elseif action == "pause" then
     redis.call("ZREM", K_FIRES, id)
   end
 elseif action == "resume" then
-  if fmt(schedule_revision(raw)) ~= ARGV[9] then return -10 end
+  if fmt(schedule_revision(raw)) ~= ARGV[9] then return E_SCHEDULE_CHANGED end
   if state.pa then
     state.pa = nil
     if next(state) then

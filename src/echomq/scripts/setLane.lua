@@ -16,6 +16,7 @@
 --                  an event "unthrottled" if one was in force; the lane, parked
 --                  by an idle worker's claim, goes back into the ring below and
 --                  that rings the doorbell: the worker does not sleep to its end)
+-- Every call records one event "lane_changed" (no job; the lane as its group).
 --
 -- Returns: 1
 -- @include fixed
@@ -59,6 +60,7 @@ for i = 8, #ARGV - 1, 2 do
     if field == "r" then redis.call("DEL", rate_key(lane)) end
   end
 end
+emit("lane_changed", "", lane)
 recheck(lane, now)
 flush_events()
 return 1

@@ -23,8 +23,8 @@ between a claim that found nothing and the BLPOP that follows it.
 Each BLPOP is pipelined with a claim: the server runs the claim the moment
 the BLPOP returns, so a ring reaches a handler in one round trip, not two.
 A BLPOP that times out (at the next periodic maintenance) is followed by
-that claim all the same: the safety net for work that rang nobody, e.g. a
-queue resumed after a pause. Every BLPOP is bounded below the client's
+that claim all the same: the safety net for work that rang nobody (a
+resume rings the doorbell itself: scripts/pauseQueue.lua). Every BLPOP is bounded below the client's
 socket timeout, so a dropped connection surfaces as an error, never a hang.
 
 A stopping worker does not cancel its wait (a cancelled pipeline could have

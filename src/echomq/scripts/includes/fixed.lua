@@ -149,3 +149,6 @@ end
 -- return codes (errors.SCRIPT_ERRORS)
 local E_NOT_FOUND, E_LEASE_LOST, E_ORDERING, E_CANCELLED = -1, -2, -3, -4
 local E_LANE_FULL, E_INVALID_STATE = -5, -6
+-- a schedule's compare-and-set lost (it changed since the client read it: read
+-- again), and the queue holds its most schedules already
+local E_SCHEDULE_CHANGED, E_SCHEDULE_LIMIT = -10, -11
