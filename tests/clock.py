@@ -69,6 +69,13 @@ async def await_past(
 # -- a server clock the test sets ---------------------------------------------
 #: the faked clock's file format: an absolute UTC time, frozen (libfaketime).
 _FROZEN_FORMAT = "%Y-%m-%d %H:%M:%S"
+#: written after the milliseconds (as nanoseconds 000500). libfaketime reads the
+#: fraction as a double together with the last digit of the seconds ("1.150")
+#: and truncates it to nanoseconds, so ".150" alone is read as 149999999 ns for
+#: some seconds: TIME answers ...149999 us and every script's now_ms is one
+#: millisecond before the time the test set. Half a microsecond more is read as
+#: 150000499 or 150000500 ns, which TIME answers as exactly 150000 us.
+_HALF_MICROSECOND = "000500"
 
 
 def libfaketime_path() -> str | None:
@@ -101,8 +108,9 @@ class FrozenClock:
     def __init__(self, directory: Path, start_ms: int) -> None:
         self.path = directory / "faketime"
         self.now_ms = 0
-        #: once set, ``set`` waits until this server reads the new time (Valkey 9.1
-        #: may answer from a wall time it read a moment before, for a while)
+        #: once set, ``set`` waits until this server reads the new time, to the
+        #: millisecond (Valkey 9.1 may answer from a wall time it read a moment
+        #: before, for a while)
         self.server: PrivateServer | None = None
         self.set(start_ms)
 
@@ -120,7 +128,7 @@ class FrozenClock:
         """Freeze the server's clock at ``ms`` (epoch ms, never earlier than now)."""
         assert ms >= self.now_ms, f"the clock goes forward only: {ms} < {self.now_ms}"
         moment = datetime.fromtimestamp(ms // 1000, UTC).strftime(_FROZEN_FORMAT)
-        text = f"{moment}.{ms % 1000:03d}\n"
+        text = f"{moment}.{ms % 1000:03d}{_HALF_MICROSECOND}\n"
         temporary = self.path.with_suffix(".new")
         temporary.write_text(text, encoding="ascii")
         os.replace(temporary, self.path)  # a reader sees the old time or the new one
@@ -139,7 +147,7 @@ class FrozenClock:
     def _wait_until_read(self, server: PrivateServer) -> None:
         deadline = time.monotonic() + CLOCK_TIMEOUT
         with server.client() as client:
-            while (seen := server_ms(client)) // 1000 != self.now_ms // 1000:
+            while (seen := server_ms(client)) != self.now_ms:
                 assert time.monotonic() < deadline, f"the server reads {seen}, not {self.now_ms}"
                 time.sleep(_POLL)
 

@@ -1356,6 +1356,11 @@ class Advance:
 
 
 @dataclass(frozen=True)
+class AlignClock:
+    ms: int  # move the server's clock forward to the next time t with t % 10_000 == ms
+
+
+@dataclass(frozen=True)
 class SetWindowedRate:
     group: Group
     most: int | None  # claims per window; None removes the rate
@@ -1396,6 +1401,34 @@ CAP_AND_RATE = [
     Claim(2),
 ]
 
+# ... and exactly at the time the test set, whatever that time is: found where the
+# server stored a claim set at 1.150 s past a ten seconds' mark as 1.149 (libfaketime
+# read "1.150" as 1.149999999 s; tests/clock.py), so it served lane c again at
+# 1.649 while the model (told 1.150) waited for 1.650. AlignClock(900) starts the
+# program where it failed (0.900 s past the next ten seconds' mark), in both orderings
+BACKLOG_AT_A_MISREAD_CLOCK = tuple(
+    Add(tier, lane)
+    for tier, lane in [(3, "a"), (1048576, "c"), (1, "c"), (1, "a"), (3, "b"), (1, "c"), (1, "c")]
+)
+FOUND_AT_A_MISREAD_CLOCK = [
+    AlignClock(900),
+    SetWindowedRate(None, 2, 500),
+    SetWindowedRate("a", 2, 500),
+    SetWindowedRate("c", 2, 500),
+    AddMany(BACKLOG_AT_A_MISREAD_CLOCK),
+    Advance(250),
+    Claim(7),
+    Advance(499),
+    Claim(3),
+    SetWeight(None, 5),
+    Complete(3),
+    SetCap("a", 2),
+    SetWeight("c", 1),
+    Add(2097151, "c"),
+    Claim(3),
+    Add(1, None),
+]
+
 
 class FrozenLockstep(Lockstep):
     """Lockstep on a server whose clock moves only by Advance (frozen_server)."""
@@ -1406,10 +1439,13 @@ class FrozenLockstep(Lockstep):
         self.clock = clock.now_ms
         model.tell(self.clock)
 
-    def apply(self, op: Op | Advance | SetWindowedRate) -> None:
+    def apply(self, op: Op | Advance | AlignClock | SetWindowedRate) -> None:
         match op:
             case Advance(step):
                 self.clock = self.frozen.advance(step)
+                self.model.tell(self.clock)
+            case AlignClock(at):
+                self.clock = self.frozen.advance((at - self.frozen.now_ms) % 10_000)
                 self.model.tell(self.clock)
             case SetWindowedRate(group, most, window):
                 rate = None if most is None else (most, window / 1000)
@@ -1455,8 +1491,11 @@ rate_programs = st.builds(lambda *parts: [op for part in parts for op in part],
 @given(program=rate_programs)
 @example(program=WINDOW_ENDS)
 @example(program=CAP_AND_RATE)
+@example(program=FOUND_AT_A_MISREAD_CLOCK)
 def test_rate_windows_end_as_the_model_says(
-    frozen_server: FrozenServer, queue_name: str, program: list[Op | Advance | SetWindowedRate]
+    frozen_server: FrozenServer,
+    queue_name: str,
+    program: list[Op | Advance | AlignClock | SetWindowedRate],
 ) -> None:
     """Claims follow the model while rate windows end (the clock moves by at most
     24 s per example, inside the 30 s leases)."""

@@ -20,7 +20,12 @@
 --   before it (so an anchor that left still leads to the right place);
 --   deleted when no lane is parked.
 -- rate:L (rate_key): the lane's last `max` claim times, newest first, with a
---   TTL of the window: the rate check is one LINDEX.
+--   TTL of the window: the rate check is one LINDEX. The check compares the
+--   stored time with now_ms; the TTL only cleans up. It never drops a time
+--   that still counts: the key's expiry is measured from the script's start
+--   (the server's time snapshot, floored to ms like now_ms, which claim.lua
+--   reads first), so it is at most 1 ms before the newest time + the window,
+--   and a key is gone only once the snapshot is past its expiry.
 --
 -- Parking. The ring list holds the lanes that can be served. A lane the
 -- rotation reaches while it is paused, at its cap, throttled or over its
@@ -103,7 +108,8 @@ end
 -- on where this one stopped). The queue's active count is the active set's
 -- size: every path out of active removes the job from K_ACTIVE in the same
 -- script, so it cannot drift. The rate list (queue_rate_key) keeps the
--- queue's last rate_max claim times, newest first, with a TTL of the window.
+-- queue's last rate_max claim times, newest first, with a TTL of the window
+-- (which only cleans up, as a lane's rate list's above).
 -- K_LANECTL fields:
 --   qc  present while the last claim found the queue at its concurrency cap
 --       with work left: the next job to leave active rings the doorbell
