@@ -106,20 +106,20 @@ def measure(url: str) -> dict[str, int]:
 
 
 async def sampler_tick(url: str, meter: Meter) -> int:
-    from echomq import connection
+    from echomq import Queue
     from echomq.web.metrics import ClaimLatency
     from echomq.web.registry import QueueRegistry
     from echomq.web.sampler import Sampler, Throughput
 
-    client = connection.async_client(url)
-    registry = QueueRegistry(client, [QUEUE])
+    home = Queue(QUEUE, url)
+    registry = QueueRegistry(home, [QUEUE])
     await registry.refresh()
     sampler = Sampler(registry, Throughput(600, 2), ClaimLatency(), 2)
     await sampler.tick()  # warm up
     before = meter.now()
     await sampler.tick()
     sent = meter.since(before)
-    await client.aclose()
+    await home.close()
     return sent
 
 

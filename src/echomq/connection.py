@@ -1,14 +1,8 @@
-"""How a Queue finds its server (docs/design.md §6, "Connection").
+"""The clients a Queue talks to its server with (docs/design.md §6, "Connection").
 
-The first of these wins:
-
-1. the ``url`` argument,
-2. the ``ECHOMQ_URL`` environment variable,
-3. the embedded Valkey of the user (:class:`echomq.embedded.EmbeddedServer`),
-   started on first use, whose ``unix://`` url is returned.
-
-Urls are ``redis://``, ``rediss://`` (TLS) and ``unix://`` as redis-py reads
-them; ``valkey://`` and ``valkeys://`` are accepted as their aliases.
+Which server that is (the ``url`` argument, else ``ECHOMQ_URL``, else the
+embedded Valkey) and how a url is read and shown without its password is
+echomq.urls; its names are re-exported here.
 
 ``redis+cluster://host:port`` (also ``rediss+cluster``, ``valkey+cluster``,
 ``valkeys+cluster``) names any one node of a Valkey/Redis Cluster and gives
@@ -36,10 +30,7 @@ server is reconnected transparently. redis-py uses hiredis when installed.
 
 from __future__ import annotations
 
-import os
-import re
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -49,9 +40,15 @@ from redis.crc import key_slot
 
 from echomq import transport
 from echomq.errors import InvalidOption, PoolTimeout, ServerError
-
-if TYPE_CHECKING:
-    from echomq.embedded import EmbeddedServer
+from echomq.urls import (
+    URL_ENV,
+    embedded_for,
+    is_cluster_url,
+    normalize_url,
+    redact_url,
+    resolve_url,
+    restart_embedded,
+)
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -77,8 +74,6 @@ __all__ = [
     "sync_client",
 ]
 
-#: environment variable naming the server when no url is passed.
-URL_ENV = "ECHOMQ_URL"
 #: seconds a command may wait for its reply; blocking waits must use less.
 SOCKET_TIMEOUT = 10.0
 #: seconds to establish a connection.
@@ -93,29 +88,6 @@ MAX_CONNECTIONS_RANGE = (2, 10_000)
 POOL_TIMEOUT = SOCKET_TIMEOUT
 #: what redis-py's blocking pools raise when no connection came free in time.
 _POOL_EMPTY = "No connection available."
-
-_SCHEMES = ("redis", "rediss", "unix")
-_ALIASES = {"valkey": "redis", "valkeys": "rediss"}
-_CLUSTER_SCHEMES = {
-    "redis+cluster": "redis",
-    "rediss+cluster": "rediss",
-    "valkey+cluster": "redis",
-    "valkeys+cluster": "rediss",
-}
-
-#: ``scheme://user:password@`` in any text (greedy: a password may hold an ``@``)
-_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^/\s]*@")
-#: a ``password=`` query parameter (``unix:///path.sock?password=…``, as redis-py reads it)
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)[^&\s'\"]*", re.IGNORECASE)
-
-
-def redact_url(text: str) -> str:
-    """``text`` with the password of every url in it replaced by ``***``
-    (``scheme://user:password@`` and a ``password=`` query parameter): the one
-    place every error message, log line, CLI line and dashboard answer that may
-    show a url goes through."""
-    return _QUERY_PASSWORD.sub(r"\g<head>***", _URL_PASSWORD.sub(r"\g<head>:***@", text))
-
 
 #: errors that mean "the server cannot serve us just now", worth trying again: it
 #: is unreachable or restarting (a dropped connection; ``LOADING`` while it reads
@@ -135,67 +107,6 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 #: what async_client returns: a single server's client or a cluster client.
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
-
-
-def resolve_url(url: str | None = None) -> str:
-    """The server url: ``url``, else ``$ECHOMQ_URL``, else the embedded Valkey's socket.
-
-    The embedded server is started (detached, shared by the user's echomq
-    processes) if it is not running; that may take up to its start timeout
-    the very first time. Raises ServerError if it cannot be started.
-    """
-    if url:
-        return url
-    from_env = os.environ.get(URL_ENV, "").strip()
-    if from_env:
-        return from_env
-    # imported here: a process with a url never loads the embedded server's code
-    from echomq.embedded import EmbeddedServer
-
-    return EmbeddedServer().ensure_running()
-
-
-def embedded_for(url: str | None) -> EmbeddedServer | None:
-    """The embedded server a queue opened with ``url`` uses (``url``, else
-    ``$ECHOMQ_URL``, is unset or names its socket), or None for another server."""
-    from echomq.embedded import EmbeddedServer
-
-    server = EmbeddedServer()
-    target = url or os.environ.get(URL_ENV, "").strip()
-    return server if not target or target == server.url else None
-
-
-def restart_embedded(url: str | None) -> bool:
-    """Start the embedded server again if a queue opened with ``url`` uses it and it
-    is not running (stopped by ``echomq server stop``, killed, or the machine
-    restarted); True if it was started. Blocks up to its start timeout; raises
-    ServerError if it cannot be started."""
-    server = embedded_for(url)
-    if server is None or server.is_running():
-        return False
-    server.ensure_running()
-    return True
-
-
-def is_cluster_url(url: str) -> bool:
-    """True for a ``redis+cluster://`` (or ``rediss+``/``valkey+``) url."""
-    return _scheme(url) in _CLUSTER_SCHEMES
-
-
-def normalize_url(url: str) -> str:
-    """``url`` as redis-py reads it: ``valkey(s)://`` aliases rewritten, a cluster
-    url's ``+cluster`` dropped (see is_cluster_url); ServerError for anything unusable."""
-    scheme = _scheme(url)
-    if scheme in _CLUSTER_SCHEMES:
-        return _cluster_node_url(url, scheme)
-    if scheme in _ALIASES:
-        return _ALIASES[scheme] + url[len(scheme) :]
-    if scheme not in _SCHEMES:
-        allowed = ", ".join(f"{s}://" for s in (*_SCHEMES, *_ALIASES))
-        raise ServerError(
-            f"unsupported server url {redact_url(url)!r}: the scheme must be one of {allowed}"
-        )
-    return url
 
 
 #: commands whose keys redis-py's cluster client would ask the server for
@@ -362,26 +273,3 @@ def _options(socket_timeout: float) -> dict[str, Any]:
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "health_check_interval": HEALTH_CHECK_INTERVAL,
     }
-
-
-def _cluster_node_url(url: str, scheme: str) -> str:
-    """The ``redis(s)://host:port`` of a cluster url's node; ServerError for a socket or db."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        raise ServerError(
-            f"invalid cluster url {redact_url(url)!r}: expected redis+cluster://host:port"
-        )
-    if parts.path.strip("/") not in ("", "0"):
-        raise ServerError(f"invalid cluster url {redact_url(url)!r}: a cluster has only database 0")
-    return _CLUSTER_SCHEMES[scheme] + url[len(scheme) :]
-
-
-def _scheme(url: str) -> str:
-    """The lower-cased scheme of ``url``; ServerError if it has none."""
-    scheme = urlsplit(url).scheme.lower()
-    if not scheme or "://" not in url:
-        shown = redact_url(url) if "://" in url else url.rpartition("@")[2]  # no scheme: no user
-        raise ServerError(
-            f"invalid server url {shown!r}: expected e.g. redis://host:6379/0 or unix:///path.sock"
-        )
-    return scheme

@@ -15,10 +15,11 @@ from echomq.job import Job
 from echomq.options import DEFAULT_LEASE
 from echomq.sending import AsyncSender
 from echomq.sending.batching import AddBatcher
-from echomq.sending.events import follow_async
+from echomq.sending.events import follow_async, pages_async
 from echomq.sending.waiters import AsyncWaits
 from echomq.shell import QueueShell, sends_async, sends_steps_async
 from echomq.tasks import Task, TaskSettings, task_options
+from echomq.urls import restart_embedded
 
 if TYPE_CHECKING:
     from echomq.sync import SyncQueue
@@ -153,6 +154,12 @@ class Queue(QueueShell[AsyncSender]):
         ``missed``). See echomq.events and docs/lifecycle.md."""
         return follow_async(self.sender, self.engine, after)
 
+    def event_pages(self, after: str | None = None) -> AsyncIterator[list[Event]]:
+        """The queue's events a read at a time (see ``events``): each list is one
+        read's events, an empty one each time a few seconds passed with nothing
+        new (the dashboard's live stream sends those as keep-alives)."""
+        return pages_async(self.sender, self.engine, after)
+
     configure = sends_async(Engine.configure)
     settings = sends_async(Engine.settings)
 
@@ -191,6 +198,23 @@ class Queue(QueueShell[AsyncSender]):
         wait = self.engine.wait_for_ring(worker_id, timeout, self.sender.longest_block())
         woke, jobs = await self.sender.send_after(wait, self.engine.claim(n, lease))
         return woke, self._own(jobs)
+
+    @property
+    def eviction_policy(self) -> str | None:
+        """The server's maxmemory-policy when it may evict keys (None: it may not, or
+        this queue has not connected yet): read once, at the first connect, which
+        logs a warning then (the dashboard shows it)."""
+        return self.sender.eviction_policy
+
+    async def restart_embedded(self) -> bool:
+        """Start the embedded server again if this queue uses it (made without a
+        ``client``, its url unset or the embedded socket) and it is not running;
+        True if it was started (the worker's way back after ``echomq server
+        stop`` or a reboot). Blocks a thread up to the start timeout; ServerError
+        if it cannot start."""
+        if not self.sender.owns_client:
+            return False
+        return await asyncio.to_thread(restart_embedded, self.url)
 
     async def drop(self) -> None:
         """Delete every key of this queue, a page per call (not atomic: stop its

@@ -29,7 +29,17 @@ import inspect
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypedDict, TypeVar, Unpack
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypedDict,
+    TypeVar,
+    Unpack,
+)
 
 from echomq.control import Unrecoverable, running_job
 from echomq.errors import EchoMQError, InvalidOption
@@ -46,8 +56,7 @@ from echomq.options import (
 )
 
 if TYPE_CHECKING:
-    from echomq.queue import Queue
-    from echomq.sync import SyncQueue
+    from echomq.engine import AddOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,6 +68,72 @@ GroupRule = str | None | Callable[..., str | None]
 
 #: functions returning headers to add to every enqueued job (echomq.otel adds one).
 header_sources: list[Callable[[], Mapping[str, str]]] = []
+
+
+class TaskQueue(Protocol):
+    """What a :class:`Task` needs of its queue; an asyncio :class:`~echomq.Queue`
+    is one. Declared here, so this module never imports the queues (which
+    import it)."""
+
+    name: str
+    tasks: dict[str, AnyTask]
+
+    def register_task(self, task: AnyTask) -> None: ...
+
+    async def add(self, name: str, data: Any = None, **options: Unpack[AddOptions]) -> str: ...
+
+    def add_many(
+        self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
+    ) -> Coroutine[Any, Any, list[str]]: ...
+
+    def schedule(
+        self,
+        schedule_id: str,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        name: str,
+        data: Any = None,
+        priority: int = 0,
+        group: str | None = None,
+        tz: str = "UTC",
+        max_attempts: int | None = None,
+        skip_if_running: bool = False,
+        catch_up: bool = True,
+    ) -> Coroutine[Any, Any, datetime | None]: ...
+
+    def blocking(self) -> SyncTaskQueue: ...
+
+
+class SyncTaskQueue(Protocol):
+    """What a :class:`SyncTask` needs of its queue; a :class:`~echomq.SyncQueue` is one."""
+
+    name: str
+    tasks: dict[str, AnyTask]
+
+    def register_task(self, task: AnyTask) -> None: ...
+
+    def add(self, name: str, data: Any = None, **options: Unpack[AddOptions]) -> str: ...
+
+    def add_many(
+        self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
+    ) -> list[str]: ...
+
+    def schedule(
+        self,
+        schedule_id: str,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        name: str,
+        data: Any = None,
+        priority: int = 0,
+        group: str | None = None,
+        tz: str = "UTC",
+        max_attempts: int | None = None,
+        skip_if_running: bool = False,
+        catch_up: bool = True,
+    ) -> datetime | None: ...
 
 
 class CallOptions(TypedDict, total=False):
@@ -287,7 +362,7 @@ class Task(BaseTask[P, R]):
     where no event loop runs raises at once (it would return a coroutine that
     nobody awaits, and no job would be added)."""
 
-    def __init__(self, queue: Queue, fn: Callable[P, R], options: TaskOptions) -> None:
+    def __init__(self, queue: TaskQueue, fn: Callable[P, R], options: TaskOptions) -> None:
         super().__init__(fn, options)
         self.queue = queue
         queue.register_task(self)
@@ -346,7 +421,7 @@ class Task(BaseTask[P, R]):
             **fields,
         )
 
-    def home(self) -> Queue:
+    def home(self) -> TaskQueue:
         """The queue an enqueue from here goes to: this task's queue, except inside a
         handler run from another queue object of the same tasks (the testing kit's
         queue, a worker's second Queue), where it is the queue that job runs on."""
@@ -431,7 +506,7 @@ def _schedule_fields(task: BaseTask[Any, Any], call: Prepared | None) -> dict[st
 class SyncTask(BaseTask[P, R]):
     """A task of a blocking :class:`~echomq.sync.SyncQueue`: ``enqueue`` blocks."""
 
-    def __init__(self, queue: SyncQueue, fn: Callable[P, R], options: TaskOptions) -> None:
+    def __init__(self, queue: SyncTaskQueue, fn: Callable[P, R], options: TaskOptions) -> None:
         super().__init__(fn, options)
         self.queue = queue
         queue.register_task(self)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from echomq import SyncQueue, connection
-from echomq.sending import AsyncSender
+from echomq import Queue, SyncQueue, connection
 from echomq.sending.sender import Node
 from echomq.web import registry
 from echomq.web.registry import QueueRegistry, UnknownQueue
@@ -23,8 +22,9 @@ async def test_discovery_resumes_across_rounds_and_names_are_checked_at_once(
     monkeypatch.setattr(registry, "MAX_SCAN_CALLS", 2)  # ~20 keys per round
     client = connection.async_client(backend_url)
     try:
-        sender = AsyncSender(None, client, None)
-        reg = QueueRegistry(sender)
+        home = Queue(queue_name, client=client)
+        sender = home.sender
+        reg = QueueRegistry(home)
         assert await reg.get(names[2])  # one EXISTS, no waiting for the walk
         with pytest.raises(UnknownQueue):
             await reg.get(queue_name + "-never")
@@ -63,7 +63,7 @@ async def test_named_queues_are_the_only_ones(backend_url: str, queue_name: str)
     q.close()
     client = connection.async_client(backend_url)
     try:
-        reg = QueueRegistry(AsyncSender(None, client, None), ["only-this"])
+        reg = QueueRegistry(Queue(queue_name, client=client), ["only-this"])
         await reg.refresh()
         assert reg.names() == ["only-this"]
         with pytest.raises(UnknownQueue):

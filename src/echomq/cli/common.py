@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 import redis
 
-from echomq.connection import redact_url
 from echomq.errors import EchoMQError, ServerError
 from echomq.escaping import escape_text as escape_text  # the CLI imports it from here
 from echomq.keys import DEFAULT_LANE
 from echomq.options import MAX_JSON_DEPTH
 from echomq.sync import SyncQueue
+from echomq.urls import redact_url
 
 if TYPE_CHECKING:  # Rich is imported on first use (a quick command never needs it)
     from rich.console import Console

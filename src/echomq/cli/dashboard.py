@@ -20,9 +20,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from echomq import connection
-from echomq.cli.common import CONTEXT_SETTINGS, fail, url_option
-from echomq.sending import probes
+from echomq import urls
+from echomq.cli.common import CONTEXT_SETTINGS, fail, open_queue, url_option
 from echomq.web import LOOPBACK_HOSTS, TOKEN_ENV
 
 #: where a --token given in argv comes from (click's parameter source)
@@ -142,8 +141,9 @@ def dashboard(
 
     from echomq.web.app import create_app
 
-    resolved = connection.resolve_url(url)  # keeps redis+cluster:// for create_app
-    probes.ping(resolved)  # an unreachable server: one line, exit 1 (EchoGroup)
+    resolved = urls.resolve_url(url)  # keeps redis+cluster:// for create_app
+    with open_queue("default", resolved) as q:
+        q.exists()  # an unreachable server: one line, exit 1 (EchoGroup)
     check_port_free(host, port)
     loopback = is_loopback(host)
     app = create_app(

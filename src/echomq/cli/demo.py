@@ -30,8 +30,8 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from echomq import connection
 from echomq import score as codec
+from echomq import urls
 from echomq.cli.common import CONTEXT_SETTINGS, console, percent
 from echomq.job import Job
 from echomq.queue import Queue
@@ -251,8 +251,8 @@ async def run_demo(
             await asyncio.gather(producer, return_exceptions=interrupted.is_set())
         if interrupted.is_set():
             raise click.Abort
-        resolved = connection.resolve_url(queue.url)
-        embedded = not queue.url and not os.environ.get(connection.URL_ENV)
+        resolved = urls.resolve_url(queue.url)
+        embedded = not queue.url and not os.environ.get(urls.URL_ENV)
         server = f"the embedded Valkey ({resolved})" if embedded else resolved
         return run, elapsed, server
     finally:

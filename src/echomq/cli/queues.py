@@ -1,11 +1,10 @@
 """``echomq queues``, ``pause`` and ``resume``, and finding queues by walking the server.
 
 Which queues exist is read from the server, never kept in a registry: every
-queue that ever held a job has a meta hash, and the queue's sender walks those
-keys one bounded SCAN step at a time (``sender.scan_page``, on every primary
-of a cluster, as the dashboard's registry does). A walk here takes at most
-``MAX_STEPS`` steps of ``STEP_KEYS`` keys (about 2 million keys in all) and
-says when it stopped short.
+queue that ever held a job has a meta hash, found by echomq.discovery (a
+bounded SCAN, on every primary of a cluster, as the dashboard's registry does).
+A walk here takes at most ``MAX_STEPS`` steps of ``STEP_KEYS`` keys (about 2
+million keys in all) and says when it stopped short.
 
 The same walk answers "a command named a queue that has never held a job"
 (:func:`note_if_unused`: most often a forgotten ``-q``) and finds a job's queue
@@ -14,7 +13,6 @@ from its id alone (:func:`find_job`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -32,45 +30,14 @@ from echomq.cli.common import (
     short_when,
     url_option,
 )
+from echomq.discovery import MAX_QUEUES, MAX_STEPS, STEP_KEYS, Listing, list_queues
 from echomq.engine import PREVIEW_BYTES
 from echomq.ids import is_id
-from echomq.keys import META_PATTERN, queue_of_meta
 from echomq.reports import JobPreview, QueueStats
 from echomq.sync import SyncQueue
 
-#: keys examined per SCAN step, and most steps per walk.
-STEP_KEYS = 2000
-MAX_STEPS = 1000
-#: most queues listed, or searched for a job id.
-MAX_QUEUES = 1000
 
-
-@dataclass(frozen=True, slots=True)
-class Walk:
-    """The queues a bounded walk found; ``complete`` is False if it stopped short."""
-
-    names: list[str]
-    complete: bool
-
-
-def walk_queues(q: SyncQueue, limit: int = MAX_QUEUES) -> Walk:
-    """The names of up to ``limit`` queues on ``q``'s server, sorted."""
-    found: set[str] = set()
-    pending = [(node, 0) for node in q.sender.nodes()]  # (primary, cursor) left to walk
-    for _ in range(MAX_STEPS):
-        if not pending or len(found) >= limit:
-            break
-        node, cursor = pending[0]
-        cursor, keys = q.sender.scan_page(node, cursor, META_PATTERN, STEP_KEYS)
-        found.update(name for name in map(queue_of_meta, keys) if name is not None)
-        if cursor == 0:
-            pending.pop(0)
-        else:
-            pending[0] = (node, cursor)
-    return Walk(sorted(found)[:limit], not pending and len(found) <= limit)
-
-
-def _listing(walk: Walk) -> str:
+def _listing(walk: Listing) -> str:
     names = ", ".join(walk.names[:10])
     more = len(walk.names) - 10
     if more > 0 or not walk.complete:
@@ -80,7 +47,7 @@ def _listing(walk: Walk) -> str:
 
 def unused_note(q: SyncQueue) -> str:
     """Why a queue looks empty: it has never held a job, and which queues have."""
-    walk = walk_queues(q, limit=11)
+    walk = list_queues(q, limit=11)
     others = [n for n in walk.names if n != q.name]
     if not others and not walk.complete:
         return f"queue {q.name!r} has never held a job (no other queue found in a bounded search)"
@@ -91,7 +58,7 @@ def unused_note(q: SyncQueue) -> str:
         )
     return (
         f"queue {q.name!r} has never held a job; queues on this server: "
-        f"{_listing(Walk(others, walk.complete))} (choose one with -q NAME or {QUEUE_ENV})"
+        f"{_listing(Listing(others, walk.complete))} (choose one with -q NAME or {QUEUE_ENV})"
     )
 
 
@@ -121,7 +88,7 @@ def find_job(
     job = q.peek(job_id, preview)
     if job is not None or queue_was_given():
         return None if job is None else (job, q.name)
-    for name in walk_queues(q).names:
+    for name in list_queues(q).names:
         if name == q.name:
             continue
         with SyncQueue(name, client=q.client()) as other:
@@ -136,7 +103,7 @@ def not_found(q: SyncQueue, job_id: str) -> str:
     if not is_id(job_id):
         return f"no job {job_id!r}: not a job id (an id is job_ and 26 characters, job_01…)"
     if not queue_was_given():
-        walk = walk_queues(q)
+        walk = list_queues(q)
         where = f"any of the {len(walk.names)} queues on this server"
         if not walk.complete:
             where += " searched (the search stopped short: name the queue with -q)"
@@ -202,7 +169,7 @@ def queues(as_json: bool, url: str | None) -> None:
       echomq queues --json | jq '.queues[] | select(.counts.dead > 0) | .queue'
     """
     with open_queue("default", url) as q:
-        walk = walk_queues(q)
+        walk = list_queues(q)
         rows = []
         for name in walk.names:
             with SyncQueue(name, client=q.client()) as one:

@@ -23,8 +23,8 @@ from echomq.cli.common import (
     json_option,
 )
 from echomq.cli.signals import stoppable
-from echomq.connection import URL_ENV, redact_url
 from echomq.embedded import EmbeddedServer, ServerStatus
+from echomq.urls import URL_ENV, redact_url
 
 
 def uptime_text(seconds: int | None) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from echomq import connection
+from echomq import urls
 from echomq.cli.common import CONTEXT_SETTINGS, fail, open_queue, queue_options
 from echomq.options import (
     DEFAULT_CONCURRENCY,
@@ -326,11 +326,11 @@ async def run_one(settings: WorkerSettings, target: Any) -> None:
 def supervise(settings: WorkerSettings, processes: int, target: Any) -> int:
     """Run ``processes`` worker processes on the queue(s) until SIGINT/SIGTERM."""
     plan = plan_queues(target, settings)[0]
-    url = connection.resolve_url(plan.url)
+    url = urls.resolve_url(plan.url)
     with open_queue(plan.name, url) as q:
         q.stats()  # fail fast, once, if the server cannot be reached
         command = [sys.executable, "-m", "echomq.cli", "worker", *settings.child_args()]
-        env = {**os.environ, connection.URL_ENV: url, SUPERVISOR_ENV: str(os.getpid())}
+        env = {**os.environ, urls.URL_ENV: url, SUPERVISOR_ENV: str(os.getpid())}
         supervisor = Supervisor(command, env, processes, settings.grace + RELEASE_MARGIN)
         progress = ProgressLine()
 

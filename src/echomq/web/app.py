@@ -23,10 +23,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from echomq import connection
 from echomq.errors import EchoMQError, InvalidInput, JobNotFound, PoolTimeout, ServerError
 from echomq.keys import check_name
-from echomq.sending import AsyncSender
+from echomq.queue import Queue
+from echomq.urls import redact_url, resolve_url
 from echomq.web.api import Dashboard, JSONResponse, routes
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog
 from echomq.web.live import queue_events
@@ -35,6 +35,9 @@ from echomq.web.registry import QueueRegistry
 from echomq.web.sampler import Sampler, Throughput
 
 STATIC = Path(__file__).parent / "static"
+#: the queue whose client the app holds (shared by every queue it shows): the
+#: name only picks the queue whose stored format its first use checks.
+HOME_QUEUE = "default"
 
 SECURITY_HEADERS = [
     (
@@ -65,7 +68,7 @@ class SecurityHeaders:
 
 def redact(url: str) -> str:
     """``url`` without its password, for showing on the page."""
-    return connection.redact_url(url)
+    return redact_url(url)
 
 
 def _error(status: int, exc: BaseException) -> Response:
@@ -91,7 +94,7 @@ async def _on_refused(request: Request, exc: Exception) -> Response:
 async def _on_redis_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(
         {
-            "error": f"cannot reach the server: {connection.redact_url(str(exc))}",
+            "error": f"cannot reach the server: {redact_url(str(exc))}",
             "kind": "ServerError",
         },
         status_code=503,
@@ -126,9 +129,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        resolved = await asyncio.to_thread(connection.resolve_url, url)
-        sender = AsyncSender(resolved, None, None)
-        registry = QueueRegistry(sender, registry_names)
+        resolved = await asyncio.to_thread(resolve_url, url)
+        home = Queue(HOME_QUEUE, resolved)  # the one client every shown queue shares
+        registry = QueueRegistry(home, registry_names)
         await registry.refresh()  # the page lists the queues from its first request
         throughput, latency = Throughput(history, interval), ClaimLatency()
         app.state.dashboard = Dashboard(
@@ -139,7 +142,7 @@ def create_app(
             guard,
             audit,
             interval,
-            sender.eviction_policy,  # read at the registry's first scan (its first connect)
+            home.eviction_policy,  # read at the registry's first scan (its first connect)
         )
         sampler = asyncio.create_task(Sampler(registry, throughput, latency, interval).run())
         try:
@@ -148,7 +151,7 @@ def create_app(
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
-            await sender.close()
+            await home.close()
 
     middleware = [Middleware(SecurityHeaders)]
     if allowed_hosts:

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
-from echomq.connection import redact_url
+from echomq.urls import redact_url
 
 TOKEN_HEADER = "X-EchoMQ-Token"
 

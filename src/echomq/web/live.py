@@ -25,7 +25,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from echomq.events import Event, check_event_id
-from echomq.sending.events import pages_async
 from echomq.web.api import queue_of
 
 #: events of one read sent to the page (the count says how many there were).
@@ -60,6 +59,6 @@ async def queue_events(request: Request) -> Response:
     after = request.headers.get("last-event-id") or request.query_params.get("after")
     if after is not None:
         check_event_id(after)
-    pages = pages_async(queue.sender, queue.engine, after)
+    pages = queue.event_pages(after)
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(_stream(pages), media_type="text/event-stream", headers=headers)

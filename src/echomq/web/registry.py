@@ -1,16 +1,16 @@
 """Which queues the dashboard shows, and one Queue object per queue.
 
 Either the queues named at start (``--queue``), or every queue found on the
-server: each queue that ever held a job has a meta hash ``emq:{Q}:meta``, so
-a SCAN for that pattern lists them. Discovery never runs in a request: the
-app does one round before it serves, then the sampler does one every
-``rescan`` seconds. A round walks at most ``MAX_SCAN_CALLS`` × ``SCAN_COUNT``
-keys (about a million: half a second of server time in 1 ms slices) and the
-next round resumes where it stopped, so a bigger keyspace takes several
-rounds; a queue once found stays listed until a full pass no longer finds
-it. On a cluster the walk covers every primary, one after the other. A queue
-asked for by name (``/api/queues/NAME``) is checked at once with one EXISTS,
-so it never waits for the walk.
+server by echomq.discovery (a SCAN for the queues' meta hashes). Discovery
+never runs in a request: the app does one round before it serves, then the
+sampler does one every ``rescan`` seconds. A round walks at most
+``MAX_SCAN_CALLS`` × ``SCAN_COUNT`` keys (about a million: half a second of
+server time in 1 ms slices) and the next round resumes where it stopped, so a
+bigger keyspace takes several rounds; a queue once found stays listed until a
+full pass no longer finds it. On a cluster the walk covers every primary, one
+after the other. A queue asked for by name (``/api/queues/NAME``) is checked at
+once with one EXISTS, so it never waits for the walk. Every queue shares the
+client of the registry's ``home`` queue (the app's connection to the server).
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from echomq.discovery import QueueWalk, walk_async
 from echomq.errors import JobNotFound
-from echomq.keys import META_PATTERN, check_name, queue_of_meta
+from echomq.keys import check_name
 from echomq.queue import Queue
-from echomq.sending import AsyncSender
-from echomq.sending.sender import Node
 
 T = TypeVar("T")
 
@@ -40,18 +39,18 @@ class UnknownQueue(JobNotFound):
 
 
 class QueueRegistry:
-    """The shown queues, sharing one sender's client; discovery by SCAN unless names
-    were given."""
+    """The shown queues, sharing the client of ``home`` (a Queue on the server:
+    its name does not matter); discovery by echomq.discovery unless names were
+    given."""
 
     def __init__(
-        self, sender: AsyncSender, names: Sequence[str] | None = None, rescan: float = 30.0
+        self, home: Queue, names: Sequence[str] | None = None, rescan: float = 30.0
     ) -> None:
-        self.sender = sender
+        self.home = home
         self.fixed = [check_name("queue", n) for n in names] if names else None
         self.rescan = rescan
         self._known: set[str] = set()
-        self._this_pass: set[str] = set()
-        self._pending: list[tuple[Node, int]] = []  # (node, cursor) still to walk this pass
+        self._walk = QueueWalk(SCAN_COUNT)
         self._scanned_at = float("-inf")
         self._queues: dict[str, Queue] = {}
 
@@ -68,33 +67,24 @@ class QueueRegistry:
             self._scanned_at = time.monotonic()
 
     async def _scan_round(self) -> None:
-        if not self._pending:
-            self._pending = [(node, 0) for node in await self.sender.nodes()]
-        for _ in range(MAX_SCAN_CALLS):
-            node, cursor = self._pending[0]
-            cursor, keys = await self.sender.scan_page(node, cursor, META_PATTERN, SCAN_COUNT)
-            found = {q for q in map(queue_of_meta, keys) if q is not None}
-            self._this_pass |= found
-            self._known |= found
-            if cursor != 0:
-                self._pending[0] = (node, cursor)
-                continue
-            self._pending.pop(0)
-            if not self._pending:  # a full pass: forget queues it no longer found
-                self._known, self._this_pass = self._this_pass, set()
-                return
+        self._walk.step_keys = SCAN_COUNT
+        if await walk_async(self.home, self._walk, MAX_SCAN_CALLS):
+            assert self._walk.last_pass is not None  # a full pass: forget queues it did not find
+            self._known = set(self._walk.last_pass)
+        else:
+            self._known |= self._walk.found
 
     async def get(self, name: str) -> Queue:
         """The Queue for ``name``; UnknownQueue if the dashboard does not show it."""
         check_name("queue", name)
         queue = self._queues.get(name)
         if queue is None:
-            queue = Queue(name, client=await self.sender.client())
+            queue = Queue(name, client=await self.home.client())
         if name not in self.names():
             if self.fixed is not None or not await queue.exists():
                 raise UnknownQueue(f"queue {name!r} is not shown by this dashboard")
             self._known.add(name)
-            self._this_pass.add(name)
+            self._walk.found.add(name)
         self._queues[name] = queue
         return queue
 

@@ -27,7 +27,6 @@ import uuid
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import TypeVar
 
-from echomq import connection
 from echomq.errors import EchoMQError, InvalidOption, JobNotFound, LeaseLost
 from echomq.job import Job
 from echomq.options import (
@@ -429,23 +428,22 @@ class _Session:
 
     async def _restart_embedded(self) -> bool:
         """A worker on the embedded server starts it again when it went away (at
-        most once per RESTART_EVERY seconds); True if it did."""
-        queue, now = self.worker.queue, time.monotonic()
-        if not queue.sender.owns_client or now - self._restarted_at < RESTART_EVERY:
+        most once per RESTART_EVERY seconds); True if it did. Each queue asks
+        through its own connection (Queue.restart_embedded)."""
+        now = time.monotonic()
+        if now - self._restarted_at < RESTART_EVERY:
             return False
         self._restarted_at = now
         try:
-            started = await asyncio.to_thread(connection.restart_embedded, queue.url)
+            started = await self.queue.restart_embedded()
         except EchoMQError as exc:
-            log.warning(
-                "queue %s: the embedded server cannot start: %s", self.worker.queue.name, exc
-            )
+            log.warning("queue %s: the embedded server cannot start: %s", self.queue.name, exc)
             return False
         if started:
             log.warning(
                 "queue %s: the embedded Valkey was not running; started it again "
                 "(stop the workers before `echomq server stop` to keep it stopped)",
-                self.worker.queue.name,
+                self.queue.name,
             )
         return started
 
