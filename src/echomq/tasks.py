@@ -512,8 +512,10 @@ class SyncTask(BaseTask[P, R]):
         queue.register_task(self)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Add a job that calls the function with these arguments; returns its id."""
-        return self.queue.add(**self._item(args, kwargs, {}))
+        """Add a job that calls the function with these arguments; returns its id.
+        From inside a handler it goes to the queue that handler's job runs on, as
+        ``Task.enqueue`` does (:func:`_add_from_sync_task`)."""
+        return _add_from_sync_task(self, self._item(args, kwargs, {}))
 
     def enqueue_with(self, **options: Unpack[CallOptions]) -> SyncEnqueuer[P]:
         """This task with one call's options: ``t.enqueue_with(delay=5).enqueue(x)``."""
@@ -557,7 +559,29 @@ class SyncEnqueuer(Generic[P]):
         self._options = options
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        return self._task.queue.add(**self._task._item(args, kwargs, self._options))
+        return _add_from_sync_task(self._task, self._task._item(args, kwargs, self._options))
+
+
+def _add_from_sync_task(task: SyncTask[Any, Any], item: dict[str, Any]) -> str:
+    """Add a sync task's job: to its own SyncQueue, except inside a handler whose
+    job another queue object of the same tasks claimed (the testing kit's queue, a
+    worker's own Queue): there it goes to that queue, through the worker's event
+    loop when that queue is an asyncio one (a sync handler runs on a thread)."""
+    job = running_job()
+    target = None if job is None else job._queue
+    if job is None or target is None or target is task.queue or job.name not in task.queue.tasks:
+        return task.queue.add(**item)
+    added = target.add(**item)
+    if not inspect.iscoroutine(added):
+        return str(added)  # a SyncQueue's add
+    loop = job._loop
+    if loop is None or _running_loop() is loop:
+        added.close()
+        raise EchoMQError(
+            f"{task.name}.enqueue(...) blocks, and it was called on the event loop of the "
+            "queue its job runs on: make the task async, or call it from a sync handler"
+        )
+    return str(asyncio.run_coroutine_threadsafe(added, loop).result())
 
 
 class TaskSettings(TypedDict, total=False):

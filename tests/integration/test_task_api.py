@@ -21,7 +21,7 @@ from echomq import (
     current_queue,
 )
 from echomq.errors import EchoMQError
-from echomq.testing import drain
+from echomq.testing import drain, drain_sync
 from integration.test_worker import job_in, running
 
 pytestmark = pytest.mark.timeout(60)
@@ -144,6 +144,42 @@ async def test_a_handler_reaches_the_queue_it_runs_on(aq: Queue, module_queue: Q
         done = await aq.get(follow_up)  # ran in the same drain, on the worker's queue
         assert done is not None and done.state == State.COMPLETED and done.result == result
     assert not await module_queue.exists()  # nothing went to the module's queue
+
+
+def test_a_sync_task_follow_up_goes_to_the_queue_its_job_runs_on(
+    backend_url: str, queue_name: str
+) -> None:
+    """Tasks made on a SyncQueue (a Django project's module), run by a worker on
+    another queue object (drain_sync: the testing kit's way): a follow-up
+    ``enqueue`` from a sync handler goes to the queue the job runs on, with the
+    task's options and the enqueuer's; the module's queue gets nothing."""
+    with (
+        SyncQueue(f"{queue_name}-module", backend_url) as module_q,
+        SyncQueue(queue_name, backend_url) as test_q,
+    ):
+        seen: dict[str, Any] = {}
+
+        @module_q.task(name="step", max_attempts=2)
+        def step(n: int) -> int:
+            return n * 10
+
+        @module_q.task(name="kick")
+        def kick() -> None:
+            seen["plain"] = step.enqueue(4)
+            seen["with"] = step.enqueue_with(priority=3).enqueue(5)
+
+        kicked = test_q.add("kick")
+        outcomes = drain_sync(test_q, [step, kick])
+        assert {o.job_id: o.state for o in outcomes}[kicked] == State.COMPLETED
+        for key, result in (("plain", 40), ("with", 50)):
+            done = test_q.get(seen[key])
+            assert done is not None, f"the {key} follow-up is not on the job's queue"
+            assert done.state == State.COMPLETED and done.result == result
+            assert done.max_attempts == 2
+        with_job = test_q.get(seen["with"])
+        assert with_job is not None and with_job.priority == 3
+        assert not module_q.exists()  # nothing went to the module's queue
+        test_q.drop()
 
 
 async def test_job_queue_is_refused_for_a_job_not_claimed_here(aq: Queue) -> None:
