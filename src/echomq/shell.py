@@ -98,17 +98,6 @@ def sends_async(
     return _named_like(method, build)
 
 
-def sends(
-    build: Callable[Concatenate[Engine, P], Call[T]],
-) -> Callable[Concatenate[QueueShell[SyncSender], P], T]:
-    """The blocking queue method that sends what ``build`` (an Engine method) builds."""
-
-    def method(self: QueueShell[SyncSender], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self.sender.send(build(self.engine, *args, **kwargs))
-
-    return _named_like(method, build)
-
-
 def sends_steps_async(
     build: Callable[Concatenate[Engine, P], Call[T | Next[T]]],
 ) -> Callable[Concatenate[QueueShell[AsyncSender], P], Coroutine[Any, Any, T]]:
@@ -127,6 +116,22 @@ def sends_steps_async(
     return _named_like(method, build)
 
 
+# generated from sends_async by tools/unasync.py: edit that, then run it
+def sends(
+    build: Callable[Concatenate[Engine, P], Call[T]],
+) -> Callable[Concatenate[QueueShell[SyncSender], P], T]:
+    """The blocking queue method that sends what ``build`` (an Engine method) builds."""
+
+    def method(self: QueueShell[SyncSender], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.sender.send(build(self.engine, *args, **kwargs))
+
+    return _named_like(method, build)
+
+
+# end generated
+
+
+# generated from sends_steps_async by tools/unasync.py: edit that, then run it
 def sends_steps(
     build: Callable[Concatenate[Engine, P], Call[T | Next[T]]],
 ) -> Callable[Concatenate[QueueShell[SyncSender], P], T]:
@@ -143,6 +148,9 @@ def sends_steps(
         return value  # type: ignore[no-any-return]
 
     return _named_like(method, build)
+
+
+# end generated
 
 
 def _named_like(method: F, build: Callable[..., Any]) -> F:

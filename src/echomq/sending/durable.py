@@ -70,11 +70,8 @@ async def send_async(client: AsyncClient, form: ScriptForm, call: Call[T]) -> T:
         return _checked(call, await _send_async(pipelines.on_async_client(client), form, calls))
     for attempt in range(CLUSTER_ATTEMPTS):
         try:
-            await client.initialize()  # a no-op once the topology is known
-            node = client.get_node_from_key(call.keys[0])
-            if node is None:
-                raise redis.ConnectionError(f"no node serves the slot of {call.keys[0]!r}")
-            replies = await _send_async(pipelines.on_cluster_node(node), form, calls)
+            on_node = await _on_node_async(client, call.keys[0])
+            replies = await _send_async(on_node, form, calls)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             replies = [exc, exc]
         if not _must_reroute(replies) or attempt == CLUSTER_ATTEMPTS - 1:
@@ -85,36 +82,61 @@ async def send_async(client: AsyncClient, form: ScriptForm, call: Call[T]) -> T:
     raise AssertionError("unreachable")
 
 
+async def _send_async(
+    execute: scripts.AsyncExecute, form: ScriptForm, calls: list[Call[Any]]
+) -> list[Any]:
+    """``calls`` on one connection; the library, if missing, is loaded on that connection."""
+    return await scripts.send_async(execute, pipelines.load_with_async(execute), form, calls)
+
+
+# generated from send_async by tools/unasync.py: edit that, then run it
 def send(client: SyncClient, form: ScriptForm, call: Call[T]) -> T:
-    """The blocking :func:`send_async`."""
+    """Run ``call``'s script and ``WAIT`` on one connection; its parsed reply, or
+    NotReplicated if no replica acknowledged it in time."""
     calls = _with_wait(call)
     if not isinstance(client, redis.cluster.RedisCluster):
         return _checked(call, _send(pipelines.on_client(client), form, calls))
     for attempt in range(CLUSTER_ATTEMPTS):
         try:
-            node = client.get_node_from_key(call.keys[0])  # type: ignore[no-untyped-call]
-            on_node = pipelines.on_client(client.get_redis_connection(node))
+            on_node = _on_node(client, call.keys[0])
             replies = _send(on_node, form, calls)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             replies = [exc, exc]
         if not _must_reroute(replies) or attempt == CLUSTER_ATTEMPTS - 1:
             return _checked(call, replies)
         time.sleep(_backoff(attempt))
-        with contextlib.suppress(*TOPOLOGY_ERRORS):
+        with contextlib.suppress(*TOPOLOGY_ERRORS):  # no node answers yet: try again next time
             client.nodes_manager.initialize()
     raise AssertionError("unreachable")
 
 
+# end generated
+
+
+# generated from _send_async by tools/unasync.py: edit that, then run it
 def _send(execute: scripts.Execute, form: ScriptForm, calls: list[Call[Any]]) -> list[Any]:
     """``calls`` on one connection; the library, if missing, is loaded on that connection."""
     return scripts.send(execute, pipelines.load_with(execute), form, calls)
 
 
-async def _send_async(
-    execute: scripts.AsyncExecute, form: ScriptForm, calls: list[Call[Any]]
-) -> list[Any]:
-    """The asyncio :func:`_send`."""
-    return await scripts.send_async(execute, pipelines.load_with_async(execute), form, calls)
+# end generated
+
+
+async def _on_node_async(
+    client: redis.asyncio.cluster.RedisCluster, key: str
+) -> scripts.AsyncExecute:
+    """Execute on the primary that serves ``key``'s slot (the topology read first)."""
+    await client.initialize()  # a no-op once the topology is known
+    node = client.get_node_from_key(key)
+    if node is None:
+        raise redis.ConnectionError(f"no node serves the slot of {key!r}")
+    return pipelines.on_cluster_node(node)
+
+
+def _on_node(client: redis.cluster.RedisCluster, key: str) -> scripts.Execute:
+    """Execute on the primary that serves ``key``'s slot."""
+    node = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
+    return pipelines.on_client(client.get_redis_connection(node))
 
 
 def _checked(call: Call[T], replies: list[Any]) -> T:

@@ -66,8 +66,20 @@ def judged(config: Any, info: Any) -> str | None:
     return policy
 
 
+async def check_async(client: Any) -> str | None:
+    """Check the server of ``client``; warns and returns a risky policy."""
+    config = info = None
+    with contextlib.suppress(redis.RedisError, OSError):
+        config = await client.config_get(CONFIG_NAME)
+    if not config:
+        with contextlib.suppress(redis.RedisError, OSError):
+            info = await client.info("memory")
+    return judged(config, info)
+
+
+# generated from check_async by tools/unasync.py: edit that, then run it
 def check(client: Any) -> str | None:
-    """Check the server of ``client`` (blocking); warns and returns a risky policy."""
+    """Check the server of ``client``; warns and returns a risky policy."""
     config = info = None
     with contextlib.suppress(redis.RedisError, OSError):
         config = client.config_get(CONFIG_NAME)
@@ -77,12 +89,4 @@ def check(client: Any) -> str | None:
     return judged(config, info)
 
 
-async def check_async(client: Any) -> str | None:
-    """:func:`check` for a ``redis.asyncio`` client."""
-    config = info = None
-    with contextlib.suppress(redis.RedisError, OSError):
-        config = await client.config_get(CONFIG_NAME)
-    if not config:
-        with contextlib.suppress(redis.RedisError, OSError):
-            info = await client.info("memory")
-    return judged(config, info)
+# end generated

@@ -127,6 +127,30 @@ def _loads_failed(replies: Sequence[Any]) -> bool:
     return any(isinstance(reply, Exception) for reply in replies)
 
 
+async def send_async(
+    execute: AsyncExecute, load: AsyncLoad, scripts: ScriptForm, calls: Sequence[Call[Any]]
+) -> list[Any]:
+    """The raw replies of ``calls`` sent together (errors as values)."""
+    form = scripts.form
+    replies = await execute(_wired(calls, form))
+    first = _first_missing(replies)
+    if first is None:
+        return replies
+    rest = calls[first:]
+    if form == "FCALL":
+        reply = replies[first] if _unsupported(replies[first]) else await load()
+        if _loaded(reply, scripts):
+            replies[first:] = await execute(_wired(rest, "FCALL"))
+            return replies
+    loads = _script_loads(rest)
+    again = await execute([*loads, *_wired(rest, "EVALSHA")])
+    if _loads_failed(again[: len(loads)]):
+        again[len(loads) :] = await execute(_wired(rest, "EVAL"))
+    replies[first:] = again[len(loads) :]
+    return replies
+
+
+# generated from send_async by tools/unasync.py: edit that, then run it
 def send(
     execute: Execute, load: Load, scripts: ScriptForm, calls: Sequence[Call[Any]]
 ) -> list[Any]:
@@ -150,24 +174,4 @@ def send(
     return replies
 
 
-async def send_async(
-    execute: AsyncExecute, load: AsyncLoad, scripts: ScriptForm, calls: Sequence[Call[Any]]
-) -> list[Any]:
-    """The asyncio :func:`send`."""
-    form = scripts.form
-    replies = await execute(_wired(calls, form))
-    first = _first_missing(replies)
-    if first is None:
-        return replies
-    rest = calls[first:]
-    if form == "FCALL":
-        reply = replies[first] if _unsupported(replies[first]) else await load()
-        if _loaded(reply, scripts):
-            replies[first:] = await execute(_wired(rest, "FCALL"))
-            return replies
-    loads = _script_loads(rest)
-    again = await execute([*loads, *_wired(rest, "EVALSHA")])
-    if _loads_failed(again[: len(loads)]):
-        again[len(loads) :] = await execute(_wired(rest, "EVAL"))
-    replies[first:] = again[len(loads) :]
-    return replies
+# end generated

@@ -217,7 +217,8 @@ class AsyncSender(_Sender[AsyncClient]):
             await client.aclose()
 
     async def send(self, call: Call[T]) -> T:
-        """Send one call and parse its reply."""
+        """Send one call and parse its reply (PoolTimeout if every connection of the
+        pool stayed in use for POOL_TIMEOUT seconds)."""
         async with self._connection() as client:
             if call.durable is not None:
                 return await durable.send_async(client, self.scripts, call)
@@ -225,7 +226,7 @@ class AsyncSender(_Sender[AsyncClient]):
 
     async def _execute(self, client: AsyncClient, call: Call[T]) -> T:
         if call.script is None:
-            return call.parse(await client.execute_command(*call.command))
+            return call.parse(await client.execute_command(*call.command))  # type: ignore[no-untyped-call, unused-ignore]
         execute = pipelines.one_by_one_async(client)
         load = pipelines.load_with_async(execute)
         (reply,) = await scripts.send_async(execute, load, self.scripts, [call])
@@ -254,8 +255,8 @@ class AsyncSender(_Sender[AsyncClient]):
         """Every primary of a cluster (each holds its own keys), or [None] for one server."""
         client = await self.client()
         if isinstance(client, redis.asyncio.cluster.RedisCluster):
-            await client.initialize()
-            return list(client.get_primaries())
+            await client.initialize()  # unasync: async only
+            return list(client.get_primaries())  # type: ignore[no-untyped-call, unused-ignore]
         return [None]
 
     async def scan_page(
@@ -295,44 +296,61 @@ class SyncSender(_Sender[SyncClient]):
             self.eviction_policy = eviction.check(self._client)
         return self._client
 
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[SyncClient]:
+        """The client for one call, redis-py's pool errors raised as PoolTimeout."""
+        with _pool_errors(self.max_connections):
+            yield self.client()  # its first use sends the greeting
+
+    # generated from AsyncSender.send by tools/unasync.py: edit that, then run it
     def send(self, call: Call[T]) -> T:
         """Send one call and parse its reply (PoolTimeout if every connection of the
         pool stayed in use for POOL_TIMEOUT seconds)."""
-        with _pool_errors(self.max_connections):
-            client = self.client()  # its first use sends the greeting
+        with self._connection() as client:
             if call.durable is not None:
                 return durable.send(client, self.scripts, call)
             return self._execute(client, call)
 
+    # end generated
+
+    # generated from AsyncSender._execute by tools/unasync.py: edit that, then run it
     def _execute(self, client: SyncClient, call: Call[T]) -> T:
         if call.script is None:
-            return call.parse(client.execute_command(*call.command))  # type: ignore[no-untyped-call]
+            return call.parse(client.execute_command(*call.command))  # type: ignore[no-untyped-call, unused-ignore]
         execute = pipelines.one_by_one(client)
         load = pipelines.load_with(execute)
         (reply,) = scripts.send(execute, load, self.scripts, [call])
         return call.parse(pipelines.raised(reply))
 
+    # end generated
+
+    # generated from AsyncSender.nodes by tools/unasync.py: edit that, then run it
     def nodes(self) -> list[SyncNode]:
         """Every primary of a cluster (each holds its own keys), or [None] for one server."""
         client = self.client()
         if isinstance(client, redis.cluster.RedisCluster):
-            return list(client.get_primaries())  # type: ignore[no-untyped-call]
+            return list(client.get_primaries())  # type: ignore[no-untyped-call, unused-ignore]
         return [None]
 
+    # end generated
+
+    # generated from AsyncSender.scan_page by tools/unasync.py: edit that, then run it
     def scan_page(
         self, node: SyncNode, cursor: int, match: str, count: int
     ) -> tuple[int, list[str]]:
         """One SCAN call on ``node`` (None: the single server): the next cursor
         (0 at the end) and the keys found. The caller bounds the walk."""
-        with _pool_errors(self.max_connections):
-            client = self.client()
+        with self._connection() as client:
             if node is None:
                 assert not isinstance(client, redis.cluster.RedisCluster)
                 next_cursor, keys = client.scan(cursor, match=match, count=count)
                 return int(next_cursor), [str(k) for k in keys]
+            # a cluster client answers ({node name: next cursor}, keys)
             reply: Any = client.scan(cursor, match=match, count=count, target_nodes=node)
         cursors, keys = reply
         return int(next(iter(cursors.values()))), [str(k) for k in keys]
+
+    # end generated
 
     def close(self) -> None:
         if self._client is not None and self._owns_client:
