@@ -1,0 +1,205 @@
+"""Reading the queue: pages of jobs by state, its stats, waiting for a job to
+finish (watch), and its event stream (read_events, wait_for_events)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import partial
+from typing import Any, NamedTuple
+
+from echomq import lanepages
+from echomq.call import Call
+from echomq.engine.base import EngineBase, find
+from echomq.engine.replies import check_code, listed_jobs, ms, pairs
+from echomq.errors import InvalidOption
+from echomq.events import EventPage, check_event_id, parse_page
+from echomq.job import LISTED_STATES, Job, State
+from echomq.keys import group_of, lane_of
+from echomq.options import check_int, check_seconds
+from echomq.reports import LaneInfo, QueueStats
+from echomq.steps import Next
+
+#: the states a page of jobs can be listed from besides ``waiting`` (one lane).
+FINISHED_SETS = tuple(state for state in LISTED_STATES if state != State.WAITING)
+#: a summary listing (``jobs(..., summary=True)``) leaves out data, result,
+#: traceback and progress, and cuts the error to this many bytes on the server.
+SUMMARY_ERROR_BYTES = 1024
+#: stream entries one read of the event stream returns by default, and at most
+#: (an entry holds up to 500 events: includes/events.lua).
+EVENT_PAGE = 20
+MAX_EVENT_PAGE = 200
+#: the longest wait() (seconds): a day.
+MAX_WAIT = 86_400.0
+#: a wait's entry on the server outlives the client's own timeout by this much
+#: (ms), so a job that finishes as the client's time runs out still wakes it.
+WAIT_SLACK_MS = 1000
+#: stats.lua's totals, in order ("lost" where the server counts it).
+TOTALS = ("added", "completed", "failed", "lost")
+
+
+class StatsReply(NamedTuple):
+    """stats.lua's reply (its header: counts, lanes, turn, totals, last, more)."""
+
+    counts: list[Any]
+    lanes: list[Any]
+    turn: list[Any]
+    totals: list[Any]
+    last: Any
+    more: list[Any]
+
+
+class StateCounts(NamedTuple):
+    """stats.lua's counts: one per state (State's names), then the queue's own."""
+
+    waiting: str
+    delayed: str
+    failed: str
+    active: str
+    completed: str
+    dead: str
+    ring_length: str
+    paused: str
+    ordering: str
+    counter: str
+    blocked: str = "0"
+
+
+class RingLane(NamedTuple):
+    """One lane of stats.lua's first ring page."""
+
+    lane: str
+    backlog: str
+    weight: str
+    served: str
+
+
+def ring_lanes(flat: list[Any]) -> list[LaneInfo]:
+    """stats.lua's first ring page, in ring order."""
+    width = len(RingLane._fields)
+    lanes = (RingLane(*flat[i : i + width]) for i in range(0, len(flat), width))
+    return [
+        LaneInfo(group_of(r.lane), position, int(r.weight), int(r.backlog), int(r.served))
+        for position, r in enumerate(lanes)
+    ]
+
+
+def decode_watch(job_id: str, detail: str, reply: Any) -> Job | None:
+    """wait.lua's reply: 0 (the wait is registered), the final job's hash, or a code."""
+    check_code(reply, detail)
+    if reply == 0:
+        return None
+    return Job.from_hash(job_id, pairs(reply))
+
+
+def stream_moved(reply: Any) -> bool:
+    """XREAD's reply: something (an event came) or nothing (timeout)."""
+    return bool(reply)
+
+
+class ReadCalls(EngineBase):
+    """Listing jobs, the queue's stats, waiting for a job, the event stream."""
+
+    def jobs(
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
+    ) -> Call[list[Job]]:
+        """A page of jobs in one state (``waiting`` lists one lane in claim order).
+
+        ``summary``: read only what a list row shows (see SUMMARY_ERROR_BYTES)."""
+        check_int("offset", offset, 0, 10**9)
+        check_int("count", count, 1, 10_000)
+        if state == State.WAITING:
+            target, newest = "lane:" + lane_of(group), "0"
+        elif state in FINISHED_SETS:
+            target, newest = state, "1" if state in (State.COMPLETED, State.DEAD) else "0"
+        else:
+            raise InvalidOption(f"state {state!r} is not one of {', '.join(LISTED_STATES)}")
+        preview = str(SUMMARY_ERROR_BYTES if summary else 0)
+        return self._script(
+            "listJobs", listed_jobs, target, str(offset), str(count), newest, preview
+        )
+
+    def dead(self, *, offset: int = 0, count: int = 100) -> Call[list[Job]]:
+        """Dead jobs, newest first, with their last error."""
+        return self.jobs(State.DEAD, offset=offset, count=count)
+
+    def stats(self, lane_limit: int = 1000) -> Call[QueueStats | Next[QueueStats]]:
+        """Counts by state and waiting jobs by lane: the ring's lanes in ring order,
+        then the parked lanes, at most ``lane_limit``. One script call for the
+        counts and the ring's first lanes, then a bounded call per further page
+        of lanes (echomq.lanepages)."""
+        check_int("lane_limit", lane_limit, 1, 1_000_000)
+        first = min(lane_limit, lanepages.PAGE)
+        return self._script("stats", partial(self._decode_stats, lane_limit), str(first))
+
+    def _decode_stats(self, lane_limit: int, raw: Any) -> QueueStats | Next[QueueStats]:
+        reply = StatsReply(*raw)
+        c = StateCounts(*reply.counts)
+        stats = QueueStats(
+            self.queue,
+            {state: int(getattr(c, state)) for state in LISTED_STATES},
+            {},
+            int(c.ring_length),
+            c.paused == "1",
+            c.ordering or "",
+            int(c.counter),
+            dict(zip(TOTALS, map(int, reply.totals), strict=False)),
+            ms(reply.last) if reply.last != "" else None,
+        )
+
+        def finish(lanes: list[LaneInfo]) -> QueueStats:
+            return replace(stats, lanes={lane.group: lane.backlog for lane in lanes})
+
+        ring = ring_lanes(reply.lanes)
+        pages = lanepages.LanePages(self._script, "waiting", lane_limit, finish, ring)
+        phase, cursor = reply.more
+        return pages.go_on(str(phase), str(cursor))
+
+    # -- waiting for a job ----------------------------------------------------
+    def watch(self, job_id: str, timeout: float) -> Call[Job | None]:
+        """Register a wait on ``job_id`` for ``timeout`` seconds (server clock), or read
+        the job at once: the reply is the Job if it is completed or dead, else None
+        (the wait is registered: the server publishes the id on the queue's done
+        channel when the job becomes final). JobNotFound for an unknown id.
+        ``Queue.wait`` subscribes first, then sends this (echomq.flows.waiters)."""
+        find(job_id, self.queue)
+        seconds = check_seconds("wait timeout", timeout, 0.0, MAX_WAIT, open_low=False)
+        wait_ms = math.ceil(seconds * 1000) + WAIT_SLACK_MS
+        decode = partial(decode_watch, job_id, f"job {job_id}: no such job to wait for")
+        return self._script("wait", decode, job_id, str(wait_ms))
+
+    # -- events ----------------------------------------------------------------
+    def read_events(self, after: str | None, count: int = EVENT_PAGE) -> Call[EventPage]:
+        """One page of the queue's event stream after event id ``after`` (exclusive;
+        None: no events, the cursor is the last event's id, i.e. "from now"): at
+        most ``count`` stream entries (an entry holds the events of one call)."""
+        cursor = "" if after is None else check_event_id(after)
+        check_int("count", count, 1, MAX_EVENT_PAGE)
+        return self._script(
+            "readEvents", partial(parse_page, after=cursor, count=count), cursor, str(count)
+        )
+
+    def wait_for_events(self, after: str, timeout: float, longest: float) -> Call[bool]:
+        """Block up to ``timeout`` seconds (at most ``longest``) until the stream has
+        an event after ``after``; True if one came."""
+        block_ms = max(1, math.ceil(min(timeout, longest) * 1000))
+        return Call(
+            parse=stream_moved,
+            command=(
+                "XREAD",
+                "COUNT",
+                1,
+                "BLOCK",
+                block_ms,
+                "STREAMS",
+                self.keys.events,
+                f"{after}-0",
+            ),
+            blocks=block_ms / 1000,
+        )
