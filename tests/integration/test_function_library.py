@@ -19,7 +19,7 @@ from commandstats import SCRIPT_COMMANDS, calls
 from echomq import Queue, SyncQueue
 from echomq.call import Call
 from echomq.scripts import all_scripts
-from echomq.scripts.library import READ_ONLY, library
+from echomq.scripts.library import READ_ONLY, function_name, library
 from echomq.sending import pipelines, scripts
 from echomq.sending.scripts import ScriptForm
 from localcluster import LocalCluster
@@ -70,9 +70,9 @@ def test_the_library_loads_with_every_script_as_a_function(redis_client: redis.R
     for function in fields_of_library["functions"]:
         fields = dict(zip(function[::2], function[1::2], strict=True))
         functions[fields["name"]] = fields["flags"]
-    assert set(functions) == {library().function(name) for name in all_scripts()}
+    assert set(functions) == {function_name(name) for name in all_scripts()}
     for name in all_scripts():
-        flags = functions[library().function(name)]
+        flags = functions[function_name(name)]
         assert ("no-writes" in flags) == (name in READ_ONLY), name
 
 

@@ -21,7 +21,7 @@ from echomq.engine.job_options import (
     AddOptions,
     JobOptions,
 )
-from echomq.engine.replies import check_code, pairs
+from echomq.engine.replies import check_code, heads_code, pairs
 from echomq.engine.replies import ids as decode_ids
 from echomq.errors import (
     E_INVALID_STATE,
@@ -119,8 +119,7 @@ def decode_add(queue: str, ordering: str, reply: Any) -> list[str]:
             f"{ordering!r}; open it with the ordering it was created with"
         )
     if reply and isinstance(reply[0], int):  # ids are text: a refusal with details
-        code = reply[0]
-        if code == E_NOT_FOUND:
+        if heads_code(reply, E_NOT_FOUND):
             missing = MissingDependency(*reply)
             why = (
                 "is dead" if missing.state == "dead" else "does not exist (never added, or pruned)"
@@ -129,13 +128,13 @@ def decode_add(queue: str, ordering: str, reply: Any) -> list[str]:
                 f"depends_on job {str(missing.dependency)!r} {why} in queue {queue!r}; "
                 "nothing was added"
             )
-        if code == E_INVALID_STATE:
+        if heads_code(reply, E_INVALID_STATE):
             raise InvalidState(
                 f"queue {queue!r} is being dropped (drop() deletes its keys page by"
                 " page; adds are refused until it ends, or for 60 s after one that stopped"
                 " half way): nothing was added"
             )
-        if code == E_LANE_FULL:
+        if heads_code(reply, E_LANE_FULL):
             raise lane_full(queue, reply)
     return decode_ids(reply)
 
@@ -167,12 +166,12 @@ def decode_change(queue: str, job_id: str, reply: Any) -> Job:
     """change.lua's reply: the job's hash, or E_NOT_FOUND, or a refusal with details."""
     if isinstance(reply, int):  # E_NOT_FOUND
         raise_for_code(reply, f"no job {job_id!r} in queue {queue!r}")
-    if reply and reply[0] == E_INVALID_STATE:
+    if heads_code(reply, E_INVALID_STATE):
         raise InvalidState(
             f"job {job_id!r} is {WrongState(*reply).state}: "
             "change() moves only waiting or delayed jobs"
         )
-    if reply and reply[0] == E_LANE_FULL:
+    if heads_code(reply, E_LANE_FULL):
         raise lane_full(queue, reply)
     return Job.from_hash(job_id, pairs(reply))
 

@@ -75,10 +75,6 @@ class Library:
     source: str
     version: str
 
-    def function(self, script: str) -> str:
-        """The function that runs script ``script`` (``echomq_<version>_claim``)."""
-        return function_name(script)
-
 
 #: how each script is wrapped into a function (part of the version: a change renames).
 _WRAPPER = (

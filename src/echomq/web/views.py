@@ -85,10 +85,6 @@ def job_detail(preview: JobPreview, download: str) -> dict[str, Any]:
     }
 
 
-def rate_view(rate: tuple[int, float] | None) -> dict[str, Any] | None:
-    return None if rate is None else {"max": rate[0], "per_seconds": rate[1]}
-
-
 def lanes_view(lanes: list[LaneInfo]) -> list[dict[str, Any]]:
     """The ring, head first, with each lane's share of claims next to its share of weight,
     and its controls (parked lanes and lanes with controls follow, position -1).
