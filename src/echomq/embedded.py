@@ -50,7 +50,7 @@ from typing import TypedDict
 from urllib.parse import quote
 
 from echomq.errors import ServerError
-from echomq.sending import probes
+from echomq import serverprobes as probes
 
 __all__ = [
     "HOME_ENV",

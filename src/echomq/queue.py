@@ -11,12 +11,12 @@ from echomq.connection import AsyncClient, check_max_connections
 from echomq.engine import AddOptions, Claimed, Engine, JobOptions, NewJob, Wake
 from echomq.errors import EchoMQError
 from echomq.events import Event
+from echomq.flows.coalescing import AddCoalescer
+from echomq.flows.events import follow_async, pages_async
+from echomq.flows.waiters import AsyncWaits
 from echomq.job import Job
 from echomq.options import DEFAULT_LEASE
 from echomq.sending import AsyncSender
-from echomq.sending.batching import AddBatcher
-from echomq.sending.events import follow_async, pages_async
-from echomq.sending.waiters import AsyncWaits
 from echomq.shell import QueueShell, sends_async, sends_steps_async
 from echomq.tasks import Task, TaskSettings, task_options
 from echomq.urls import restart_embedded
@@ -39,7 +39,7 @@ class Queue(QueueShell[AsyncSender]):
     """
 
     def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> AsyncSender:
-        self._adds = AddBatcher(self._add_batch)
+        self._adds = AddCoalescer(self._add_batch)
         self._shared_client = client is not None
         self._blocking: SyncQueue | None = None
         sender = AsyncSender(url, client, greeting, self.max_connections)
@@ -63,7 +63,7 @@ class Queue(QueueShell[AsyncSender]):
 
         ``durable`` (default: the queue's) waits for a replica before returning.
         Adds issued while another add is in flight share one call, each with
-        its own outcome (echomq.sending.batching)."""
+        its own outcome (echomq.flows.coalescing)."""
         durable = options.pop("durable", None)
         job = self.engine.new_job(name, data, **cast(JobOptions, options))
         if options.get("depends_on") is not None:  # alone: a bad dependency refuses only it
@@ -165,7 +165,7 @@ class Queue(QueueShell[AsyncSender]):
 
     async def wait(self, job_id: str, timeout: float = 30.0) -> Job:
         """The job as soon as it is completed or dead (at once if it already is),
-        woken by the server, not by polling (echomq.sending.waiters). Raises
+        woken by the server, not by polling (echomq.flows.waiters). Raises
         WaitTimeout (also a TimeoutError) after ``timeout`` seconds, JobNotFound
         for an unknown id or a job deleted while waited on. Concurrent waits of
         one event loop share one subscription connection. A job it waited on

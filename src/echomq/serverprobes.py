@@ -1,10 +1,11 @@
-"""Probes: the few commands sent to a server as a server, not as a queue's store.
+"""Probes: the few commands sent to a server as a process, not as a queue's store.
 
-The embedded server's manager asks its own socket whether the server answers,
-what INFO says and to shut down; ``echomq dashboard`` checks that its url
-answers before it serves. Each probe uses a client of its own with short
-timeouts and no retries, and reports failure as a value (or, for ``ping``,
-as redis-py's error), so the callers never touch a client themselves.
+The embedded server's manager (echomq.embedded) asks its own socket whether
+the server answers, what INFO says and to shut down. Each probe uses a client
+of its own with short timeouts and no retries, and reports failure as a value,
+so the manager never touches a client itself. They live beside the embedded
+server, not in the sending layer: they know a socket path, not a queue, and
+import nothing of echomq's connections.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-
-from echomq import connection
 
 #: seconds a probe waits to connect and for each reply.
 PROBE_TIMEOUT = 1.0
@@ -58,12 +57,3 @@ def shutdown(socket_path: str) -> bool:
     except (redis.RedisError, OSError):
         return False
     return True
-
-
-def ping(url: str) -> None:
-    """PING the server or cluster at ``url``; raises redis-py's error if it does not answer."""
-    client = connection.sync_client(url)
-    try:
-        client.ping()
-    finally:
-        client.close()

@@ -9,11 +9,11 @@ from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Claimed, Engine
 from echomq.events import Event
+from echomq.flows.events import follow
+from echomq.flows.waiters import SyncWaits
 from echomq.job import Job
 from echomq.options import DEFAULT_LEASE
 from echomq.sending import SyncSender
-from echomq.sending.events import follow
-from echomq.sending.waiters import SyncWaits
 from echomq.shell import QueueShell, sends, sends_steps
 from echomq.tasks import SyncTask, TaskSettings, task_options
 

@@ -1,4 +1,4 @@
-"""Concurrent adds share script calls (echomq.sending.batching) with per-call outcomes."""
+"""Concurrent adds share script calls (echomq.flows.coalescing) with per-call outcomes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import redis
 
 from commandstats import script_calls
 from echomq import InvalidPriority, LaneFull, NotReplicated, Queue
-from echomq.sending import batching
 
 
 def add_calls(client: redis.Redis) -> int:
@@ -91,7 +90,7 @@ def test_a_queue_adds_from_one_event_loop_after_another(backend_url: str, queue_
 
 
 async def test_a_batch_is_bounded(aq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batching, "MAX_BATCH", 7)
+    monkeypatch.setattr(aq._adds.calls, "max_batch", 7)
     sizes: list[int] = []
     send = aq._add_batch
 
@@ -99,7 +98,7 @@ async def test_a_batch_is_bounded(aq: Queue, monkeypatch: pytest.MonkeyPatch) ->
         sizes.append(len(jobs))  # type: ignore[arg-type]
         return await send(jobs, durable)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(aq._adds, "_send_batch", spy)
+    monkeypatch.setattr(aq._adds, "_send_adds", spy)
     await asyncio.gather(*(aq.add("job") for i in range(40)))
     assert max(sizes) <= 7 and sum(sizes) == 40
 

@@ -24,7 +24,7 @@ from echomq import (
     ids,
 )
 from echomq.keys import QueueKeys
-from echomq.sending.waiters import MAX_WATCHING
+from echomq.flows.waiters import MAX_WATCHING
 
 #: how long a test waits for a condition it polls before it fails.
 DEADLINE = 10.0

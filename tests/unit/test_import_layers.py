@@ -5,14 +5,16 @@ Every ``import`` and ``from … import`` of every module under ``src/echomq``
 counts, wherever it is written: at the top, under ``if TYPE_CHECKING:``, or
 inside a function (a lazy import is still an arrow; it only hides a circle
 from the interpreter). An import names the most specific module it reaches:
-``from echomq.sending import probes`` is an arrow to ``echomq.sending.probes``,
+``from echomq.sending import scripts`` is an arrow to ``echomq.sending.scripts``,
 ``from echomq.sending import AsyncSender`` one to ``echomq.sending``. The root
 package ``echomq`` (its ``__init__`` only re-exports the public names) is no
 node of the graph.
 
-Two known exceptions (issue 35) are listed below with the helper work that
-removes them; whoever removes one must delete its entry (a test fails while
-an entry names an arrow or circle that is gone).
+Known exceptions, if any, are listed below with the work that removes them;
+whoever removes one must delete its entry (a test fails while an entry names
+an arrow or circle that is gone). There are none: the flows (events, waiters,
+coalescing) live in echomq.flows above the transport, and the server's
+probes beside the embedded server (echomq.serverprobes).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ ROOT = "echomq"
 
 #: (importer prefix, imported prefix): arrows §7 forbids. A prefix matches the
 #: module itself and everything under it (``echomq.sending`` matches
-#: ``echomq.sending.events``).
+#: ``echomq.sending.scripts``).
 FORBIDDEN = [
     # the runtime package uses the Queue's public methods only
     ("echomq.worker", "echomq.sending"),
@@ -40,22 +42,18 @@ FORBIDDEN = [
     ("echomq.web", "echomq.connection"),
     # the transport carries calls; it does not build them
     ("echomq.sending", "echomq.engine"),
+    ("echomq.sending", "echomq.flows"),
+    # the embedded server's probes treat the server as a process, not a queue store
+    ("echomq.serverprobes", "echomq.connection"),
+    ("echomq.serverprobes", "echomq.sending"),
 ]
 
-#: forbidden arrows that still exist, each to be removed (issue 35): the flows
-#: (events, waiters, add coalescing) move out of echomq.sending into a layer
-#: above the transport. Delete an entry (importer, forbidden prefix) when its
-#: arrow is gone.
-KNOWN_ARROWS = {
-    ("echomq.sending.events", "echomq.engine"),
-}
+#: forbidden arrows that still exist, each with the work that removes it: delete
+#: an entry (importer, forbidden prefix) when its arrow is gone.
+KNOWN_ARROWS: set[tuple[str, str]] = set()
 
-#: import circles that still exist (issue 35): the server-as-a-process probes
-#: (echomq.sending.probes) move to the embedded server, which ends this one.
-#: Delete an entry when its circle is gone.
-KNOWN_CIRCLES = {
-    frozenset({"echomq.connection", "echomq.urls", "echomq.embedded", "echomq.sending.probes"}),
-}
+#: import circles that still exist: delete an entry when its circle is gone.
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: Path) -> str:

@@ -11,7 +11,7 @@ up by an open tab); the browser's EventSource then reconnects with
 ``Last-Event-ID`` and goes on exactly after it (a ``missed`` event says when
 the stream was trimmed in between). It is a read, like the rest of the API:
 no token, the same Host check and security headers. The open streams of a
-queue share its event bell (echomq.sending.events: one blocking read between
+queue share its event bell (echomq.flows.events: one blocking read between
 them), so many open tabs leave the queue's connections to the rest of the API.
 """
 
