@@ -407,6 +407,7 @@ NO_DYNAMIC_KEYS = {
     "scheduleControl": "the fixed keys only",
     "stopBell": "its own KEYS[1] only",
     "ring": "the fixed keys only (the doorbell)",
+    "pauseQueue": "the fixed keys only (meta, the doorbell, the event stream)",
     "dropPage": "deletes the keys a SCAN finds on this node, after reading them (EXISTS)",
 }
 
