@@ -41,10 +41,14 @@ local UNPARK_HOPS = 64     -- most anchors followed to put a lane back
 local WAKE_BUDGET = 100    -- most lanes one claim takes from K_LANEWAKE
 
 -- A lane's gate: its controls and active count, read once per call. The
--- rate list is read with read_key (read before write).
-local function read_gate(lane)
-  local f = redis.call("HMGET", K_LANECTL, "c:" .. lane, "a:" .. lane, "p:" .. lane,
-    "t:" .. lane, "r:" .. lane)
+-- rate list is read with read_key (read before write). gate_fields names
+-- the K_LANECTL fields read, gate_from builds the gate from their values
+-- (claim.lua reads them with other fields of K_LANECTL).
+local function gate_fields(lane)
+  return "c:" .. lane, "a:" .. lane, "p:" .. lane, "t:" .. lane, "r:" .. lane
+end
+
+local function gate_from(lane, f)
   local g = {lane = lane, cap = tonumber(f[1]), active = tonumber(f[2]) or 0,
     paused = f[3] == "1", until_ms = tonumber(f[4]), taken = 0}
   if f[5] then
@@ -54,6 +58,10 @@ local function read_gate(lane)
   end
   g.gated = (g.cap or g.rate_max or g.paused or g.until_ms) and true or false
   return g
+end
+
+local function read_gate(lane)
+  return gate_from(lane, redis.call("HMGET", K_LANECTL, gate_fields(lane)))
 end
 
 -- Whether the lane may start one more claim at ``now`` (after the g.taken
@@ -207,9 +215,10 @@ local function park(lane, at, vt)
   return lane
 end
 
--- Put a parked lane back into the ring at its place; wakes a worker.
-local function unpark(lane)
-  local pivot = unpark_pivot(lane)
+-- Put a parked lane back into the ring at its place (after ``pivot``, false:
+-- at the tail; nil: found by unpark_pivot); wakes a worker.
+local function unpark(lane, pivot)
+  if pivot == nil then pivot = unpark_pivot(lane) end
   unparked(lane)
   if not pivot or redis.call("LINSERT", K_RING, "AFTER", pivot, lane) <= 0 then
     redis.call("RPUSH", K_RING, lane)
