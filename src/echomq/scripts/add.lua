@@ -42,8 +42,8 @@ local DROP_FENCE_MS = 60000
 local requested = ARGV[7]
 local jobs = cjson.decode(ARGV[8])
 -- a step of a renumbering in progress (includes/renumber.lua), read with the
--- stored ordering
-local renumber_step, meta = read_renumber(#jobs)
+-- stored ordering and the counters this call writes (META, includes/fixed.lua)
+local renumber_step, meta = read_renumber(#jobs, nil, "w", "added", "ev", "last")
 local stored = meta[1]
 if stored and stored ~= requested then return E_ORDERING end
 
@@ -72,7 +72,8 @@ for i, job in ipairs(jobs) do
       if existing and read_key("EXISTS", job_key(existing)) == 0 then existing = nil end
     end
   end
-  if not existing and (created_ids[id] or read_key("EXISTS", job_key(id)) == 1) then
+  -- (the meta hash exists when it holds the ordering: one EXISTS confirms a miss)
+  if not existing and (created_ids[id] or key_exists(job_key(id), stored ~= nil)) then
     existing = id
   end
   if existing then
@@ -186,9 +187,9 @@ for i, job in ipairs(jobs) do
   end
 end
 if created > 0 then
-  redis.call("HINCRBY", K_META, "added", created)
-  redis.call("HSET", K_META, "last", created_at) -- last activity (stats)
+  META.add("added", created)
+  META.put("last", created_at) -- last activity (stats)
 end
-flush_waiting()
+flush_waiting(nil, lanes)  -- no lane was written since read_lane read it
 flush_events()
 return ids

@@ -1,5 +1,6 @@
 -- completeMany: record the results of one or more jobs, each only from the
--- holder of its lease; finished jobs past retention are pruned once per call.
+-- holder of its lease; finished jobs past retention are pruned once per call
+-- (only when some can be due: read_prune_completed, includes/retention.lua).
 -- The jobs blocked on a completed job are released (includes/dependencies.lua):
 -- those whose last dependency this was enter their lanes in this call (at
 -- most RELEASE_BUDGET; maintenance releases the rest in bounded steps).
@@ -28,11 +29,16 @@
 local now = now_ms()
 local stamp = fmt(now)
 local items = cjson.decode(ARGV[7])
+-- the counters this call writes, written once at its end (META, includes/fixed.lua),
+-- and the completed set's pruning state (read_prune_completed)
+META.read("completed", "ev", "last", "pc")
 -- read phase: every job, its idempotency key and the pruning, before any write
 local out = {}
 local done_ids, done_idem = {}, {}
 local first_of = {}
 local freed = {}      -- lanes whose active slots this call gives back -> how many
+-- lane -> {its active count, whether it is parked}, read once (includes/controls.lua)
+local lane_ctl = {}
 -- the jobs with dependents (field dn), so a job without any reads no other key
 local parents = {}
 for i, item in ipairs(items) do
@@ -47,7 +53,9 @@ for i, item in ipairs(items) do
       lane = lane or ""
       if not freed[lane] then
         freed[#freed + 1] = lane
-        plan_recheck(lane)
+        local ctl = redis.call("HMGET", K_LANECTL, "a:" .. lane, "k:" .. lane)
+        lane_ctl[lane] = {tonumber(ctl[1]) or 0, ctl[2]}
+        if ctl[2] then plan_recheck(lane) end  -- parked: it may go back into the ring
       end
       freed[lane] = (freed[lane] or 0) + 1
       done_ids[#done_ids + 1] = id
@@ -62,8 +70,7 @@ for i, item in ipairs(items) do
   end
 end
 if #done_ids == 0 then return out end
-local victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now, done_ids,
-  READERS)
+local victims = read_prune_completed(now, done_ids, READERS)
 local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
 -- write phase
 local done_pairs = {}
@@ -77,13 +84,15 @@ for i, id in ipairs(done_ids) do
 end
 call_chunked("ZREM", K_ACTIVE, done_ids, 1)
 call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
-redis.call("HINCRBY", K_META, "completed", #done_ids)
-redis.call("HSET", K_META, "last", stamp) -- last activity (stats)
+META.add("completed", #done_ids)
+META.put("last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
 apply_releases(releases, now)
 flush_waiting()
-for _, lane in ipairs(freed) do give_back(lane, freed[lane]) end
-for _, lane in ipairs(freed) do recheck(lane, now) end
+for _, lane in ipairs(freed) do give_back(lane, freed[lane], lane_ctl[lane][1]) end
+for _, lane in ipairs(freed) do
+  if lane_ctl[lane][2] then recheck(lane, now) end
+end
 flush_events()
 for _, id in ipairs(done_ids) do wake_waiters(id, now) end
 return out

@@ -101,9 +101,13 @@ end
 -- that found the queue at its queue-wide cap (qc) is answered by ringing the
 -- doorbell: a slot is free now. (qc is set only under a stored queue-wide
 -- concurrency, and configure deletes it when that changes or goes.)
-local function give_back(lane, count)
+-- ``active``: the lane's a: count as the call read it, if it read it and
+-- nothing of the call changed it since (one write instead of two).
+local function give_back(lane, count, active)
   local field = "a:" .. (lane or "")
-  if redis.call("HINCRBY", K_LANECTL, field, -count) <= 0 then
+  if active and active > count then
+    redis.call("HINCRBY", K_LANECTL, field, -count)
+  elseif active or redis.call("HINCRBY", K_LANECTL, field, -count) <= 0 then
     redis.call("HDEL", K_LANECTL, field)
   end
   if OPT.concurrency and redis.call("HDEL", K_LANECTL, "qc") == 1 then ring_doorbell() end

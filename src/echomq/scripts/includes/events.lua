@@ -132,14 +132,15 @@ end
 -- ``number`` (the counter's): after the stream's last id; "ev" set to match.
 local function numbers_after_stream(number)
   number = math.max(number, stream_last_number())
-  redis.call("HSET", K_META, "ev", fmt(number + event_count))
+  META.put("ev", number + event_count)
   return number
 end
 
 -- Write this call's events (every script that emits calls it before it returns).
 --
 -- Numbering: the meta hash's field "ev" is the number of the last event
--- given; one HINCRBY takes this call's numbers, so no call reads the stream.
+-- given; one HINCRBY takes this call's numbers, so no call reads the stream
+-- (a call that read "ev" with META.read writes it with its other counters).
 -- "ev" only grows, whatever happens to the stream: a stream trimmed or
 -- deleted by hand goes on at the next number, and a reader whose cursor is
 -- before it is told how many it missed (readEvents.lua). A stream may be
@@ -153,7 +154,7 @@ end
 -- id is above the stream's last, its first events' are not).
 local function flush_events()
   if event_count == 0 then return end
-  local number = redis.call("HINCRBY", K_META, "ev", event_count) - event_count
+  local number = META.add("ev", event_count) - event_count
   if number == 0 then number = numbers_after_stream(number) end  -- "ev" was absent
   local stamp = fmt(now_ms())
   for first = 1, event_count, EVENTS_PER_ENTRY do

@@ -21,7 +21,10 @@
 --   add_many) is proportional to that size. No script does unbounded work.
 --
 -- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
---                      added / completed / failed (running totals)
+--                      added / completed / failed (running totals), last (last
+--                      activity), ev (events given), pc (the completed set's
+--                      pruning bounds: includes/retention.lua); counters are
+--                      written once per call (META below)
 -- KEYS[2]  counter    string: arrival counter (composite ordering)
 -- KEYS[3]  ring       list: lanes with waiting jobs, head first
 -- KEYS[4]  turn       hash: lane, left (claims left in the head lane's turn)
@@ -140,8 +143,60 @@ local function start_call(KEYS, ARGV)
   for i = 1, #call_resets do call_resets[i]() end
 end
 
+-- The meta hash's counters and stamps (w, added, completed, ev, last, …),
+-- written once per call. META.read(field, …) reads fields with one HMGET
+-- (false: absent); from then on META.add and META.put of a field it read
+-- only change the call's copy, and end_call writes every changed field with
+-- one HSET: a call that moves one job writes its four counters with one
+-- command, not four. A field not read in the call is written at once (HINCRBY,
+-- HSET), as before. The script runs alone, so reading a field and writing
+-- its new value later in the call is the same as HINCRBY, whoever else
+-- (another client, an older version) writes the field between calls.
+local META = {}
+on_call(function() META.known, META.changed = {}, nil end)
+
+function META.read(...)
+  local names = {...}
+  local values = redis.call("HMGET", K_META, ...)
+  for i, name in ipairs(names) do META.known[name] = values[i] end
+  return values
+end
+
+-- Add ``delta`` to the integer field ``name``; returns its new value.
+function META.add(name, delta)
+  local value = META.known[name]
+  if value == nil then return redis.call("HINCRBY", K_META, name, delta) end
+  value = (tonumber(value) or 0) + delta
+  META.put(name, value)
+  return value
+end
+
+function META.put(name, value)
+  if META.known[name] == nil then
+    redis.call("HSET", K_META, name, value)
+    return
+  end
+  META.known[name] = value
+  META.changed = META.changed or {}
+  META.changed[name] = true
+end
+
+-- Write the changed fields (end_call does it: no script can forget).
+function META.flush()
+  if not META.changed then return end
+  local fields = {}
+  for name in pairs(META.changed) do
+    local value = META.known[name]
+    fields[#fields + 1] = name
+    fields[#fields + 1] = type(value) == "number" and string.format("%.0f", value) or value
+  end
+  redis.call("HSET", K_META, unpack(fields))
+  META.changed = nil
+end
+
 -- The last thing every call runs, on its reply (the wrapper adds it).
 local function end_call(reply)
+  META.flush()
   if collectgarbage("count") - call_heap_kb > SETTLE_KB then collectgarbage("collect") end
   return reply
 end

@@ -65,6 +65,21 @@ local function read_key(command, key, ...)
   return reply
 end
 
+-- Whether the data-dependent ``key`` exists, as read_key("EXISTS", key) reads
+-- it, in one command where that takes two: when the meta hash is known to
+-- exist (``meta_exists``: the call read a field of it), EXISTS of both keys
+-- answers for the key and, when it is missing, confirms the slot at once
+-- (as confirm_missing does: 1 means the key is missing on a stable slot).
+local function key_exists(key, meta_exists)
+  if slot_stable or not meta_exists then return read_key("EXISTS", key) == 1 end
+  local reply = redis.pcall("EXISTS", K_META, key)
+  if type(reply) == "table" and reply.err then
+    try_again(key .. " is not on this node yet: " .. reply.err)
+  end
+  if reply < 2 then slot_stable = true end
+  return reply == 2
+end
+
 -- A job listed in one of the queue's sets whose hash is not here: during a
 -- slot migration its hash is on the other node; on a stable slot the hash
 -- is gone (a drop() raced an add: claim.lua and includes/time.lua drop such

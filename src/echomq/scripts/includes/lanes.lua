@@ -61,12 +61,12 @@ end
 
 -- Read a lane's key once per call before the first write (read before
 -- write: a lane that is not on this server stops the script here). ``seen``
--- is the call's set of lanes read so far.
+-- is the call's set of lanes read so far: lane -> 1 (it existed) or 0, which
+-- flush_waiting(_, seen) takes instead of reading the lane again.
 local function read_lane(seen, lane)
   lane = lane or ""
   if not seen[lane] then
-    seen[lane] = true
-    read_key("EXISTS", lane_key(lane))
+    seen[lane] = read_key("EXISTS", lane_key(lane))
   end
 end
 
@@ -76,13 +76,14 @@ end
 -- A lane joining a ring that held no lane is noted (ring_filled): the ring
 -- list holds only the lanes that can be served (a parked lane is out of it),
 -- so that is the moment work became claimable while none was (flush_waiting
--- rings the doorbell for it).
-local function flush_lanes()
+-- rings the doorbell for it). ``seen``: read_lane's table, when no lane it
+-- names was written since it was read.
+local function flush_lanes(seen)
   local indexed = {}
   local joined = nil
   for _, lane in ipairs(pending_order) do
     local lk = lane_key(lane)
-    local was_empty = redis.call("EXISTS", lk) == 0
+    local was_empty = (seen and seen[lane] or redis.call("EXISTS", lk)) == 0
     call_chunked("ZADD", lk, pending[lane], 2)
     if was_empty then
       if redis.call("RPUSH", K_RING, lane) == 1 then ring_filled = true end
@@ -185,12 +186,13 @@ end
 -- lane coming back rings on its own (includes/controls.lua unpark).
 -- ``keep_ring``: false when the caller took the work itself (a claim that
 -- emptied the ring again), so no other worker is woken for nothing.
-local function flush_waiting(keep_ring)
-  flush_lanes()
+-- ``seen``: see flush_lanes.
+local function flush_waiting(keep_ring, seen)
+  flush_lanes(seen)
   if ring_filled and keep_ring ~= false then ring_doorbell() end
   ring_filled = false
   if waiting_delta == 0 then return end
-  redis.call("HINCRBY", K_META, "w", waiting_delta)
+  META.add("w", waiting_delta)
   waiting_delta = 0
 end
 

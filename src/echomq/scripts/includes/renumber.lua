@@ -104,18 +104,24 @@ end
 
 -- Read phase: plan this call's step (nil: no renumbering). ``takes`` is how
 -- many arrival counters the call may take; ``base`` the step's budget before
--- them (default RENUMBER_BUDGET). Also returns the meta hash's
--- fields read in the same HMGET, for the caller: {ordering ("o", nil for a
--- new queue), paused ("1" or nil)}.
-local function read_renumber(takes, base)
+-- them (default RENUMBER_BUDGET); ``...`` more meta fields the caller reads in
+-- the same HMGET (META.read, includes/fixed.lua: its counters, then written
+-- once at the end of the call). Also returns the meta hash's fields read in
+-- the same HMGET, for the caller: {ordering ("o", nil for a new queue),
+-- paused ("1" or nil), dr}.
+local function read_renumber(takes, base, ...)
   -- the ordering (as ordering() reads it), the pause and a drop under way
   -- (dr: dropPage.lua's last page, ms; add.lua refuses then) in the same read
-  local state = redis.call("HMGET", K_META, "rn", "rnh", "rnl", "rnz", "rna", "rnn", "o",
-    "paused", "dr")
+  local state = META.read("rn", "rnh", "rnl", "rnz", "rna", "rnn", "o", "paused", "dr", ...)
+  -- the lanes' view of the renumbering (renumber_state, includes/lanes.lua): read here
+  renumbering = state[1] and {stage = state[1], next = tonumber(state[6]) or 1} or false
   local meta = {state[7] or nil, state[8] or nil, state[9] or nil}
   if state[7] == "mint" then return nil, meta end
   local plan = {budget = (base or RENUMBER_BUDGET) + 2 * takes, stage = state[1]}
   if not plan.stage then
+    -- a claim that takes no counter cannot bring it closer to 2^32: the next
+    -- call that takes one (an add, a promotion) or maintenance starts it
+    if takes == 0 and base == CLAIM_RENUMBER_BUDGET then return nil, meta end
     if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then return nil, meta end
     -- an idle queue re-bases at its next arrival instead (includes/lanes.lua)
     if tonumber(redis.call("HGET", K_META, "w") or "0") <= 0

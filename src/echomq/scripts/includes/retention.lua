@@ -104,6 +104,7 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper)
   end
   if not keeper then
     for _, id in ipairs(victims) do read_key("EXISTS", job_key(id)) end
+    victims.existing = existing
     return victims
   end
   -- completed jobs a dependent may still read are kept (includes/readers.lua)
@@ -113,7 +114,41 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper)
     if keeper.read(id, hold) then held[#held + 1] = id else kept[#kept + 1] = id end
   end
   kept.held, kept.forget, kept.drop, kept.now = held, hold.forget, hold.drop, now
+  kept.existing = existing
   return kept
+end
+
+-- The completed set's pruning, read only when something can be due. The meta
+-- hash's field "pc" is "<oldest> <size> <total>" from the last completion
+-- that looked and found nothing to prune: no job in the set finished before
+-- <oldest> (ms), and the set held <size> jobs when the meta hash's running
+-- total "completed" was <total>. Both stay bounds whoever writes the set
+-- after (any client, of any version): a job joins the set only by
+-- completing, at the time it completes (so no later than any job there),
+-- and every completion adds one to "completed"; everything else only removes
+-- jobs or moves them to the newest end. So while <oldest> is not past the
+-- retention age and <size> + (completed now - <total>) + the jobs this call
+-- adds is within the retention count, no job can be due and the set is not
+-- read (a "pc" that is missing, unreadable or ahead of "completed" reads the
+-- set). The caller read "pc" and "completed" with META.read (includes/fixed.lua).
+-- ``keeper``: as read_prune's.
+local function read_prune_completed(now, adding, keeper)
+  local keep_ms, keep_count = OPT.keep_completed_ms, OPT.keep_completed
+  local total = tonumber(META.known.completed) or 0
+  local oldest, size, at = string.match(META.known.pc or "", "^(%d+) (%d+) (%d+)$")
+  oldest, size, at = tonumber(oldest), tonumber(size), tonumber(at)
+  if oldest and total >= at and oldest >= now - keep_ms
+    and size + (total - at) + #adding <= keep_count then
+    return {}
+  end
+  local victims = read_prune(K_COMPLETED, keep_ms, keep_count, now, adding, keeper)
+  if #victims == 0 then
+    -- nothing due now: note until when (the set's oldest job: kept ones count)
+    local first = redis.call("ZRANGE", K_COMPLETED, 0, 0, "WITHSCORES")
+    oldest = math.min(tonumber(first[2]) or now, now)
+    META.put("pc", fmt(oldest) .. " " .. fmt(victims.existing + #adding) .. " " .. fmt(total + #adding))
+  end
+  return victims
 end
 
 -- Delete the jobs read_prune chose; returns how many. The completed jobs its
@@ -177,7 +212,7 @@ end
 -- reads it so before its first write (read before write). Without a plan
 -- bury reads it now, after earlier writes: a claim that meets a job past
 -- its expiry is the one documented exception (docs/lifecycle.md; the
--- claim's simulation has read the job's hash, its idempotency key and one
+-- claim's plan (includes/rotation.lua) has read the job's hash, its idempotency key and one
 -- budget of the dead set's pruning, so what is left is pruning beyond that).
 -- (One function, not two: claim.lua is near Lua's limit of 200 locals per
 -- chunk.)

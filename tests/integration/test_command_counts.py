@@ -1,0 +1,176 @@
+"""Server commands per call for a plain queue (DESIGN §9, issue 29).
+
+A plain queue: the default lane, nothing stored or configured, a small
+backlog of waiting jobs, nothing due, expired or blocked. Its calls are
+counted as the server counts them: the sum of ``calls`` over every
+``cmdstat_*`` of INFO commandstats, the FCALL itself included, read before
+and after the call (the first INFO counts itself once it has answered:
+one is taken off).
+
+The ceilings below are a ratchet: what the scripts achieve now. DESIGN §9's
+targets (add 10, claim(1) 12, complete 10) are the goal; the ones not met
+yet are tests of their own marked ``xfail(strict=True)``, so reaching one
+fails that test until its mark is removed.
+
+A feature used on one queue costs nothing on another: configuring every
+feature on queue B leaves queue A's counts exactly as they were.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from echomq import SyncQueue
+
+#: ceilings (what the scripts run now); lower them when the scripts improve
+ADD_CEILING = 13
+CLAIM_CEILING = 21
+COMPLETE_CEILING = 13
+
+#: DESIGN §9's targets
+ADD_TARGET = 10
+CLAIM_TARGET = 12
+COMPLETE_TARGET = 10
+
+BACKLOG = 5
+
+pytestmark = pytest.mark.no_cluster("INFO commandstats counts one server's calls")
+
+
+def _stats(client: redis.Redis) -> Counter[str]:
+    info: dict[str, Any] = client.info("commandstats")
+    return Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in info.items()})
+
+
+def commands_run(client: redis.Redis, run: Callable[[], object]) -> Counter[str]:
+    """The commands the server ran during ``run()``, by name (INFO's own call taken off)."""
+    before = _stats(client)
+    run()
+    after = _stats(client)
+    delta = after - before
+    delta["info"] -= 1  # the first INFO, counted once it had answered
+    return +delta
+
+
+def measure(q: SyncQueue, client: redis.Redis) -> dict[str, Counter[str]]:
+    """The commands of a one-job add, claim(1) and complete on plain queue ``q``."""
+    counts = {"add": commands_run(client, lambda: q.add("job", 1))}
+    got: list[Any] = []
+    counts["claim"] = commands_run(client, lambda: got.extend(q.claim(1)))
+    assert len(got) == 1
+    counts["complete"] = commands_run(client, lambda: q.complete(got[0], {"ok": 1}))
+    assert q.get(got[0].id).state == "completed"  # type: ignore[union-attr]
+    return counts
+
+
+def plain_counts(q: SyncQueue, client: redis.Redis) -> dict[str, Counter[str]]:
+    """A small backlog on ``q``, one warm-up round, then ``measure``."""
+    q.add_many([{"name": "backlog", "data": i} for i in range(BACKLOG)])
+    # warm up: the library loaded, the connection open, the ring's turn settled
+    q.complete(q.claim(1)[0], None)
+    q.add("warm", 0)
+    return measure(q, client)
+
+
+def total(counts: dict[str, Counter[str]], call: str) -> int:
+    return sum(counts[call].values())
+
+
+def _report(counts: dict[str, Counter[str]]) -> str:
+    return "; ".join(
+        f"{call} {sum(c.values())}: {dict(sorted(c.items()))}" for call, c in counts.items()
+    )
+
+
+def test_plain_queue_command_counts_stay_under_the_ceilings(
+    sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    counts = plain_counts(sq, redis_client)
+    print("\n" + _report(counts))
+    assert total(counts, "add") <= ADD_CEILING, _report(counts)
+    assert total(counts, "claim") <= CLAIM_CEILING, _report(counts)
+    assert total(counts, "complete") <= COMPLETE_CEILING, _report(counts)
+
+
+@pytest.mark.parametrize(
+    ("call", "target"),
+    [
+        pytest.param(
+            "add",
+            ADD_TARGET,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="format 2's feature word: the stored settings' HGETALL and the "
+                "lane's max_waiting are read on every add while format 1 cannot tell "
+                "a queue that has none",
+            ),
+        ),
+        pytest.param(
+            "claim",
+            CLAIM_TARGET,
+            marks=pytest.mark.xfail(strict=True, reason="claim as plan, then apply (issue 29)"),
+        ),
+        pytest.param(
+            "complete",
+            COMPLETE_TARGET,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="format 2's feature word: the stored settings' HGETALL, the "
+                "waiters' EXISTS and the lane's active count are paid by every queue in "
+                "format 1",
+            ),
+        ),
+    ],
+)
+def test_plain_queue_meets_the_design_targets(
+    call: str, target: int, sq: SyncQueue, redis_client: redis.Redis
+) -> None:
+    counts = plain_counts(sq, redis_client)
+    assert total(counts, call) <= target, _report(counts)
+
+
+def _wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_features_of_one_queue_cost_another_nothing(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    a = make_sync(queue_name + "-a")
+    b = make_sync(queue_name + "-b")
+    before = plain_counts(a, redis_client)
+    # queue B uses every feature: stored settings, queue-wide limits, lane
+    # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait
+    b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
+    parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
+    b.add("child", 1, depends_on=[parent])
+    b.add("capped", 1, group="g")
+    b.add("paused", 1, group="p")
+    b.set_lane("g", concurrency=1, rate=(5, 1.0), max_waiting=100)
+    b.set_lane("p", paused=True)
+    b.schedule("tick", every=60.0, name="tick")
+    waited: list[Any] = []
+    waiter = threading.Thread(target=lambda: waited.append(b.wait(parent, timeout=30.0)))
+    waiter.start()
+    try:
+        _wait_until(lambda: bool(redis_client.exists(b.engine.keys.waiters)), "B's wait")
+        after = measure(a, redis_client)
+        print("\n" + _report(after))
+        assert after == before, f"before: {_report(before)}\nafter: {_report(after)}"
+    finally:
+        job = b.claim(1)
+        assert [j.id for j in job] == [parent]
+        b.complete(job[0], None)
+        waiter.join(timeout=30.0)
+    assert not waiter.is_alive()
+    assert waited[0].state == "completed"
