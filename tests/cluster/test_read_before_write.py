@@ -240,7 +240,7 @@ def _lease_every_waiting_job(b: Busy) -> None:
 
 def _claim_past_expiry(b: Busy) -> tuple[Call[Any], str]:
     """claim(1) meets a job past its expiry at the head of lane z: it buries it
-    and goes on to the next job, whose hash moved (the claim's simulation must
+    and goes on to the next job, whose hash moved (the claim's plan must
     read on past a job it will not lease)."""
     _lease_every_waiting_job(b)
     b.q.set_weight("z", 5)

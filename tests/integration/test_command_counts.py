@@ -31,7 +31,7 @@ from echomq import SyncQueue
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
 ADD_CEILING = 13
-CLAIM_CEILING = 21
+CLAIM_CEILING = 19
 COMPLETE_CEILING = 13
 
 #: DESIGN §9's targets

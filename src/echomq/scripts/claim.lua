@@ -54,7 +54,8 @@ local now = now_ms()
 -- as its claims leave them (includes/controls.lua); then the plan.
 local due = read_due(now, claim_budget(n))
 local expired = read_expired(now, false, claim_budget(n))
-local renumber_step, meta = read_renumber(#due.ids, CLAIM_RENUMBER_BUDGET)
+-- (with the meta counters this call changes: written once, at its end)
+local renumber_step, meta = read_renumber(#due.ids, CLAIM_RENUMBER_BUDGET, "w", "ev")
 local paused = meta[2] == "1"
 local asked = n
 local queue_bound, queue_at
@@ -79,7 +80,7 @@ end
 for id, score in pairs(renamed) do
   if jobs[id] then jobs[id][7] = score end
 end
-flush_lanes()
+flush_lanes(plan.exists)
 Rotation.apply_settle(plan)
 if paused then
   flush_waiting()

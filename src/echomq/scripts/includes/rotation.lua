@@ -312,16 +312,17 @@ function Rotation.plan(due, expired, n, now, paused)
     p.woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT", 0, WAKE_BUDGET)
   end
   local entries, entering = Rotation.entries(due, Rotation.due_scores(due), expired)
-  local exists = {}
+  local exists = {}  -- lane -> 1 or 0, as flush_lanes takes it
   for _, lane in ipairs(entering) do
-    exists[lane] = read_key("EXISTS", lane_key(lane)) == 1
-    if not exists[lane] then
+    exists[lane] = read_key("EXISTS", lane_key(lane))
+    if exists[lane] == 0 then
       -- an empty lane joins the tail (flush_lanes): the virtual tail
       r.back[#r.back + 1] = lane
       p.joined[lane] = true
       p.vt = lane
     end
   end
+  p.exists = exists
   Rotation.settle(p, r, expired, p.woken, now)
   p.vt_before = p.vt
   if not paused then Rotation.rotate(p, r, n, now, entries, exists) end
@@ -365,7 +366,7 @@ function Rotation.rotate(p, r, n, now, entries, exists)
       if g.gated then take = 1 end  -- a controlled lane is checked before each claim
       local c = cursors[lane]
       if not c then
-        c = Rotation.cursor(lane, entries[lane], exists[lane] ~= false)
+        c = Rotation.cursor(lane, entries[lane], exists[lane] ~= 0)
         cursors[lane] = c
       end
       local ids, leased, more = Rotation.serve(p, c, take, now)
