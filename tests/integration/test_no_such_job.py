@@ -14,9 +14,7 @@ NO_JOBS = ["job_doesnotexist", "", "../../etc", "x" * 10_000, new_id()]
 
 
 @pytest.mark.parametrize("job_id", NO_JOBS, ids=["short", "empty", "path", "long", "unknown"])
-async def test_an_id_of_no_job_has_one_answer_however_it_is_written(
-    aq: Queue, job_id: str
-) -> None:
+async def test_an_id_of_no_job_has_one_answer_however_it_is_written(aq: Queue, job_id: str) -> None:
     assert await aq.get(job_id) is None
     assert await aq.remove(job_id) is False
     for act in (
