@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import TypedDict
 from urllib.parse import quote
 
-from echomq.errors import ServerError
 from echomq import serverprobes as probes
+from echomq.errors import ServerError
 
 __all__ = [
     "HOME_ENV",

@@ -23,8 +23,8 @@ from echomq import (
     Worker,
     ids,
 )
-from echomq.keys import QueueKeys
 from echomq.flows.waiters import MAX_WATCHING
+from echomq.keys import QueueKeys
 
 #: how long a test waits for a condition it polls before it fails.
 DEADLINE = 10.0
