@@ -167,3 +167,24 @@ def test_known_arrows_still_exist() -> None:
 def test_known_circles_still_exist() -> None:
     gone = sorted(sorted(c) for c in KNOWN_CIRCLES - set(circles(graph())))
     assert not gone, f"gone (well done): delete {gone} from KNOWN_CIRCLES"
+
+
+#: the engine's domains (docs/design.md §7) build on its shared parts only; one
+#: domain importing another is an arrow to be named here, with its reason.
+ENGINE_SHARED = {"echomq.engine.base", "echomq.engine.replies", "echomq.engine.job_options"}
+ENGINE_DOMAIN_ARROWS = {
+    # an add checks its depends_on with the dependencies domain's encoder
+    ("echomq.engine.jobs", "echomq.engine.dependencies"),
+}
+
+
+def test_engine_domains_import_only_its_shared_parts() -> None:
+    edges = graph()
+    found = {
+        (importer, target)
+        for importer, targets in edges.items()
+        if under(importer, "echomq.engine") and importer != "echomq.engine"
+        for target in targets
+        if under(target, "echomq.engine") and target not in ENGINE_SHARED
+    }
+    assert found == ENGINE_DOMAIN_ARROWS, f"engine domain arrows: {sorted(found)}"
