@@ -11,7 +11,7 @@ Each round, on the server at ``url``:
    ``latency``); a warm-up job is waited for (``Queue.wait``), then one
    producer offers jobs at LOAD_FRACTION of that rate for ``seconds``: each add
    is sent when it is due, not when the previous one returned (concurrent adds
-   share calls, echomq.sending.batching), and carries the time it was sent;
+   share calls, echomq.flows.coalescing), and carries the time it was sent;
    the handler records its start minus that time.
 
 Figures (ms unless said): ``load_latency_p50``, ``load_latency_p99``,

@@ -39,7 +39,6 @@ SyncQueue, read by one daemon thread, shared by the waits of every thread
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 import weakref
@@ -47,14 +46,12 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.asyncio.cluster
-import redis.cluster
-
 from echomq.call import Call
 from echomq.connection import TRANSIENT_ERRORS
 from echomq.errors import WaitTimeout
 from echomq.job import Job
 from echomq.sending.sender import AsyncSender, SyncSender
+from echomq.sending.subscriptions import AsyncShardSubscription, SyncShardSubscription
 
 #: most register calls one loop's waits send at once (bounds the client's pool).
 MAX_WATCHING = 16
@@ -62,6 +59,9 @@ MAX_WATCHING = 16
 LISTEN_BLOCK = 5.0
 #: the same for the blocking listener thread, which also looks for close() this often.
 SYNC_LISTEN_BLOCK = 0.5
+#: a listener being stopped is cancelled up to STOP_TRIES times, STOP_PAUSE seconds apart.
+STOP_TRIES = 20
+STOP_PAUSE = 0.1
 #: seconds before subscribing again after the subscription's connection failed.
 RESUBSCRIBE_PAUSE = 0.25
 
@@ -78,42 +78,6 @@ def _timeout(job_id: str, timeout: float) -> WaitTimeout:
     return WaitTimeout(f"job {job_id} did not finish within {timeout:g} s")
 
 
-#: redis-py's asyncio cluster subscription (redis-py 6+; None before)
-_ClusterPubSub: Any = getattr(redis.asyncio.cluster, "ClusterPubSub", None)
-
-
-class _Resubscriber:
-    """redis-py 5's asyncio PubSub knows no shard channels: echomq sends SSUBSCRIBE
-    itself, and, as that PubSub reconnects silently after a dropped connection
-    (resubscribing only the channels it knows), sends it again on each reconnect;
-    the server's confirmation then wakes every wait to read its job again."""
-
-    def __init__(self, channel: str) -> None:
-        self.channel = channel
-
-    async def on_connect(self, conn: Any) -> None:
-        await conn.send_command("SSUBSCRIBE", self.channel)
-
-
-async def _shard_subscribe(state: _LoopWaits, channel: str) -> None:
-    """SSUBSCRIBE ``state.pubsub`` to ``channel``, with any redis-py version."""
-    pubsub = state.pubsub
-    if hasattr(pubsub, "ssubscribe"):
-        await pubsub.ssubscribe(channel)
-        return
-    await pubsub.execute_command("SSUBSCRIBE", channel)
-    state.resubscriber = _Resubscriber(channel)  # held here: redis-py keeps a weak reference
-    pubsub.connection.register_connect_callback(state.resubscriber.on_connect)
-
-
-async def _read(pubsub: Any, timeout: float) -> dict[str, Any] | None:
-    """The next message of a single-server or cluster subscription, or None."""
-    if _ClusterPubSub is not None and isinstance(pubsub, _ClusterPubSub):
-        message: dict[str, Any] | None = await pubsub.get_sharded_message(timeout=timeout)
-        return message
-    return await pubsub.get_message(timeout=timeout)  # type: ignore[no-any-return]
-
-
 @dataclass(slots=True)
 class _LoopWaits:
     """One event loop's subscription and the waits it serves (job id → their events)."""
@@ -121,9 +85,7 @@ class _LoopWaits:
     waiters: dict[str, set[asyncio.Event]] = field(default_factory=dict)
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_WATCHING))
-    pubsub: Any = None
-    #: sends SSUBSCRIBE again on a reconnect redis-py 5 makes silently (_shard_subscribe)
-    resubscriber: _Resubscriber | None = None
+    subscription: AsyncShardSubscription | None = None
     listener: asyncio.Task[None] | None = None
     closer: AsyncGenerator[None, None] | None = None
 
@@ -189,13 +151,12 @@ class AsyncWaits:
         """Subscribe, then hand each published id to the waits on it, for good."""
         while True:
             try:
-                if state.pubsub is None:
+                if state.subscription is None:
                     client = await self._sender.client()
-                    state.pubsub = client.pubsub()
-                    await _shard_subscribe(state, self._channel)
-                message = await _read(state.pubsub, LISTEN_BLOCK)
+                    state.subscription = await AsyncShardSubscription.open(client, self._channel)
+                message = await state.subscription.read(LISTEN_BLOCK)
             except Exception:  # the connection failed: subscribe again (asyncio errors too)
-                await _close_pubsub(state)
+                await _close_subscription(state)
                 await asyncio.sleep(RESUBSCRIBE_PAUSE)
                 continue
             if message is None:
@@ -208,15 +169,17 @@ class AsyncWaits:
                 if state.subscribed.is_set():  # subscribed again: messages may be lost
                     state.wake_all()
                 state.subscribed.set()
+            elif kind == "sunsubscribe":  # the server ended it (the slot moved): again
+                await _close_subscription(state)
 
     async def _close_with_loop(self, state: _LoopWaits) -> AsyncGenerator[None, None]:
         """Suspended until its loop finalises it (or close() does): then unsubscribes."""
         try:
             yield
         finally:
-            if state.listener is not None:
-                state.listener.cancel()
-            await _close_pubsub(state)
+            if state.listener is not None:  # stopped before its subscription is closed
+                await _stop(state.listener)
+            await _close_subscription(state)
 
     async def close(self) -> None:
         """Close the running loop's subscription (its waits then time out)."""
@@ -230,14 +193,23 @@ class AsyncWaits:
 
     def connections(self) -> int:
         """How many subscription connections this queue holds (one per live loop)."""
-        return sum(1 for state in self._states.values() if state.pubsub is not None)
+        return sum(1 for state in self._states.values() if state.subscription is not None)
 
 
-async def _close_pubsub(state: _LoopWaits) -> None:
-    pubsub, state.pubsub = state.pubsub, None
-    if pubsub is not None:
-        with contextlib.suppress(Exception):  # a broken connection: nothing left to do
-            await pubsub.aclose()
+async def _stop(listener: asyncio.Task[None]) -> None:
+    """Cancel ``listener`` and wait until it ends. Cancelled again until it does:
+    redis-py 5 can swallow a cancellation that lands while it connects."""
+    for _ in range(STOP_TRIES):
+        listener.cancel()
+        await asyncio.wait([listener], timeout=STOP_PAUSE)
+        if listener.done():
+            return
+
+
+async def _close_subscription(state: _LoopWaits) -> None:
+    subscription, state.subscription = state.subscription, None
+    if subscription is not None:
+        await subscription.close()
 
 
 async def _within(waiting: Any, seconds: float) -> bool:
@@ -321,23 +293,28 @@ class SyncWaits:
 
     def _listen(self, listener: _SyncListener) -> None:
         """Subscribe, then hand each published id to the waits on it, until close()."""
-        pubsub: Any = None
+        subscription: SyncShardSubscription | None = None
         try:
             while not listener.stop.is_set():
                 try:
-                    if pubsub is None:
-                        pubsub = self._sender.client().pubsub()
-                        pubsub.ssubscribe(self._channel)
-                    message = _read_sync(pubsub, SYNC_LISTEN_BLOCK)
+                    if subscription is None:
+                        client = self._sender.client()
+                        subscription = SyncShardSubscription.open(client, self._channel)
+                    message = subscription.read(SYNC_LISTEN_BLOCK)
                 except Exception:  # the connection failed: subscribe again
-                    _close_sync(pubsub)
-                    pubsub = None
+                    if subscription is not None:
+                        subscription.close()
+                    subscription = None
                     listener.stop.wait(RESUBSCRIBE_PAUSE)
                     continue
-                if message is not None:
+                if message is not None and message["type"] == "sunsubscribe":
+                    subscription.close()  # the server ended it (the slot moved): again
+                    subscription = None
+                elif message is not None:
                     self._deliver(listener, message)
         finally:
-            _close_sync(pubsub)
+            if subscription is not None:
+                subscription.close()
 
     def _deliver(self, listener: _SyncListener, message: dict[str, Any]) -> None:
         kind = message["type"]
@@ -365,15 +342,3 @@ class SyncWaits:
             listener, self._listener = self._listener, None
         if listener is not None:
             listener.stop.set()
-
-
-def _read_sync(pubsub: Any, timeout: float) -> dict[str, Any] | None:
-    if isinstance(pubsub, redis.cluster.ClusterPubSub):
-        return pubsub.get_sharded_message(timeout=timeout)  # type: ignore[no-any-return,no-untyped-call]
-    return pubsub.get_message(timeout=timeout)  # type: ignore[no-any-return]
-
-
-def _close_sync(pubsub: Any) -> None:
-    if pubsub is not None:
-        with contextlib.suppress(Exception):  # a broken connection: nothing left to do
-            pubsub.close()
