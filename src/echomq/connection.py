@@ -39,7 +39,7 @@ import redis.cluster
 from redis.crc import key_slot
 
 from echomq import transport
-from echomq.errors import InvalidOption, PoolTimeout, ServerError
+from echomq.errors import TRANSIENT_ERRORS, InvalidOption, PoolTimeout, ServerError
 from echomq.urls import (
     URL_ENV,
     embedded_for,
@@ -89,19 +89,6 @@ POOL_TIMEOUT = SOCKET_TIMEOUT
 #: what redis-py's blocking pools raise when no connection came free in time.
 _POOL_EMPTY = "No connection available."
 
-#: errors that mean "the server cannot serve us just now", worth trying again: it
-#: is unreachable or restarting (a dropped connection; ``LOADING`` while it reads
-#: its data back is BusyLoadingError, a ConnectionError), a replica during a
-#: failover (READONLY), a cluster re-sharding or failing over, a socket error.
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.SlotNotCoveredError,
-    OSError,
-)
 
 #: what sync_client returns: a single server's client or a cluster client.
 SyncClient = redis.Redis | redis.cluster.RedisCluster

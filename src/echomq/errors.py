@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import redis.exceptions
+
 
 class EchoMQError(Exception):
     """Base class of every echomq error."""
@@ -172,3 +174,20 @@ def raise_for_code(code: int, detail: str) -> None:
     if exc is None:
         raise EchoMQError(f"unexpected script return code {code}: {detail}")
     raise exc(detail)
+
+
+#: errors of the server's client (redis-py) that mean "the server cannot serve
+#: us just now", worth trying again: it is unreachable or restarting (a dropped
+#: connection; ``LOADING`` while it reads its data back is BusyLoadingError, a
+#: ConnectionError), a replica during a failover (READONLY), a cluster
+#: re-sharding or failing over, a socket error (builtin TimeoutError, raised by
+#: asyncio.timeout, is an OSError). The worker's loops and wait() retry on them.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.SlotNotCoveredError,
+    OSError,
+)

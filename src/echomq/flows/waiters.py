@@ -22,7 +22,7 @@ waits holds one subscription, and at most MAX_WATCHING register calls at once
 A wait therefore costs a fixed number of server calls however long it
 lasts: no polling. A wait rides out a server restart or a dropped connection
 until its own timeout: a register call that meets one
-(``connection.TRANSIENT_ERRORS``: refused, reset, ``LOADING``…) is sent again
+(``errors.TRANSIENT_ERRORS``: refused, reset, ``LOADING``…) is sent again
 after a pause (REGISTER_PAUSE doubling up to REGISTER_PAUSE_CAP), and the
 wait ends with WaitTimeout, not the server's error, if its time runs out first.
 If the subscription's connection drops, messages may have been lost: once
@@ -47,8 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from echomq.call import Call
-from echomq.connection import TRANSIENT_ERRORS
-from echomq.errors import WaitTimeout
+from echomq.errors import TRANSIENT_ERRORS, WaitTimeout
 from echomq.job import Job
 from echomq.sending.sender import AsyncSender, SyncSender
 from echomq.sending.subscriptions import AsyncShardSubscription, SyncShardSubscription

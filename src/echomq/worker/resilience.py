@@ -14,24 +14,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import redis.exceptions
+from echomq.errors import TRANSIENT_ERRORS
 
 T = TypeVar("T")
 
 log = logging.getLogger("echomq.worker")
 
-#: errors that mean "the server cannot serve us just now": unreachable (builtin
-#: TimeoutError, raised by asyncio.timeout, is an OSError), loading its data,
-#: a replica during failover (READONLY), a cluster re-sharding or failing over.
-TRANSIENT: tuple[type[BaseException], ...] = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.SlotNotCoveredError,
-    OSError,
-)
+#: errors that mean "the server cannot serve us just now" (one list: echomq.errors)
+TRANSIENT = TRANSIENT_ERRORS
 
 
 class Pauses:

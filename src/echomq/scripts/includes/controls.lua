@@ -186,15 +186,20 @@ end
 -- The lane a parked lane goes back after: the nearest lane before it in the
 -- ring's cyclic order that is in the ring, or false for the ring's tail (the
 -- chain of anchors came back to the lane itself: every other lane before it
--- is parked or gone). Reads only (lane keys with read_key).
-local function unpark_pivot(lane)
+-- is parked or gone). Reads only (lane keys with read_key). A claim's plan
+-- (includes/rotation.lua) passes what it will have changed by then: ``back``,
+-- lanes it puts back in the ring (no longer parked), and ``joined``, lanes it
+-- makes (in the ring although their key does not exist yet).
+local NONE = {}
+local function unpark_pivot(lane, back, joined)
+  back, joined = back or NONE, joined or NONE
   local x = redis.call("HGET", K_LANECTL, "k:" .. lane)
   for _ = 1, UNPARK_HOPS do
     if not x or x == lane then return false end
-    local anchor = redis.call("HGET", K_LANECTL, "k:" .. x)
+    local anchor = not back[x] and redis.call("HGET", K_LANECTL, "k:" .. x)
     if anchor then
       x = anchor
-    elseif read_key("EXISTS", lane_key(x)) == 1 then
+    elseif back[x] or joined[x] or read_key("EXISTS", lane_key(x)) == 1 then
       return x
     else
       x = redis.call("HGET", K_GONE, x)

@@ -207,28 +207,13 @@ function Rotation.settle(p, r, expired, woken, now)
   end
   for _, lane in ipairs(woken) do note(lane) end
   local back = {}  -- lanes this plan puts back: in the list from then on
-  -- the nearest lane before ``lane`` in the list (includes/controls.lua
-  -- unpark_pivot, with the lanes put back and joined in this call)
-  local function pivot_of(lane)
-    local x = redis.call("HGET", K_LANECTL, "k:" .. lane)
-    for _ = 1, UNPARK_HOPS do
-      if not x or x == lane then return false end
-      local anchor = not back[x] and redis.call("HGET", K_LANECTL, "k:" .. x)
-      if anchor then
-        x = anchor
-      elseif back[x] or p.joined[x] or read_key("EXISTS", lane_key(x)) == 1 then
-        return x
-      else
-        x = redis.call("HGET", K_GONE, x)
-      end
-    end
-    return false
-  end
+  -- a freed lane goes back after its pivot (includes/controls.lua
+  -- unpark_pivot, told the lanes put back and joined in this call)
   for _, lane in ipairs(freed) do
     if not back[lane] and is_parked(lane) then
       local open, at = gate_open(Rotation.gate(p, lane), now)
       if open then
-        local pivot = pivot_of(lane)
+        local pivot = unpark_pivot(lane, back, p.joined)
         Rotation.insert(r, lane, pivot)
         back[lane] = true
         p.np = p.np - 1
