@@ -153,6 +153,8 @@ class AsyncSender(_Sender[AsyncClient]):
     ) -> None:
         super().__init__(url, client, greeting, max_connections)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._first_lock: asyncio.Lock | None = None
+        self._first_lock_loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
         #: the bound on calls in flight of a cluster client this sender made
         self._in_flight: _InFlight | None = None
@@ -199,13 +201,24 @@ class AsyncSender(_Sender[AsyncClient]):
                 await anext(self._closer)
             else:  # another task's first use won the race; keep one pool
                 await made.aclose()
-        if self._greeting is not None:
-            await self._execute(self._client, self._greeting)
-            self._greeting = None
-        if not self._eviction_checked:
-            self._eviction_checked = True
-            self.eviction_policy = await eviction.check_async(self._client)
+        if self._greeting is not None or not self._eviction_checked:
+            await self._first_use(loop)
         return self._client
+
+    async def _first_use(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The greeting and the eviction check, sent once: the calls that arrive
+        meanwhile (150 readers at start) wait for them instead of each sending
+        them outside the calls in flight."""
+        if self._first_lock is None or self._first_lock_loop is not loop:
+            self._first_lock, self._first_lock_loop = asyncio.Lock(), loop
+        async with self._first_lock:
+            assert self._client is not None
+            if self._greeting is not None:
+                await self._execute(self._client, self._greeting)
+                self._greeting = None
+            if not self._eviction_checked:
+                self.eviction_policy = await eviction.check_async(self._client)
+                self._eviction_checked = True
 
     async def _close_with_loop(self, client: AsyncClient) -> AsyncGenerator[None, None]:
         """Suspended until its loop finalises it (or close() does): then closes ``client``."""
