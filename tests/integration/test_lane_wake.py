@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
@@ -22,6 +22,8 @@ import redis
 from echomq import Queue, SyncQueue, Worker
 from echomq.job import Job
 from echomq.keys import QueueKeys
+from integration.test_lane_controls import wait_until
+from integration.test_worker import running
 
 #: a worker's periodic claim in these tests: a wake that waits for it fails
 INTERVAL = 5.0
@@ -151,23 +153,6 @@ def test_a_plain_short_claim_has_no_retry_in(sq: SyncQueue) -> None:
     sq.add("j")
     jobs = sq.claim(5)
     assert len(jobs) == 1 and jobs.retry_in is None
-
-
-async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
-@asynccontextmanager
-async def running(worker: Worker) -> AsyncIterator[None]:
-    task = asyncio.create_task(worker.run(install_signals=False))
-    try:
-        yield
-    finally:
-        worker.stop(immediate=True)
-        await asyncio.wait_for(task, 10)
 
 
 @pytest.mark.parametrize("how", ["paused", "capped"])
