@@ -117,7 +117,8 @@ def _int(raw: str | None, default: int = 0) -> int:
     return default if raw is None or raw == "" else int(raw)
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, or None."""
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
@@ -186,7 +187,7 @@ class Job:
         queue = self.queue
         result = queue.dependency_results(self.id)
         loop = self._loop
-        if not inspect.iscoroutine(result) or loop is None or _running_loop() is loop:
+        if not inspect.iscoroutine(result) or loop is None or running_loop() is loop:
             return result
         return asyncio.run_coroutine_threadsafe(result, loop).result()  # a worker thread
 

@@ -43,7 +43,7 @@ from typing import (
 
 from echomq.control import Unrecoverable, running_job
 from echomq.errors import EchoMQError, InvalidOption
-from echomq.job import Job
+from echomq.job import Job, running_loop
 from echomq.options import (
     MAX_ATTEMPTS,
     MAX_DELAY,
@@ -465,7 +465,7 @@ def _add_blocking(task: Task[Any, Any], item: dict[str, Any]) -> str:
     """Add ``item`` to the task's queue from blocking code (Task.enqueue_sync)."""
     target = task.home()
     job = running_job()
-    loop = _running_loop()
+    loop = running_loop()
     if job is not None and target is job._queue and job._loop is not None:
         if loop is job._loop:
             raise EchoMQError(
@@ -480,13 +480,6 @@ def _add_blocking(task: Task[Any, Any], item: dict[str, Any]) -> str:
             f"await {task.name}.enqueue(...) instead"
         )
     return target.blocking().add(**item)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _schedule_fields(task: BaseTask[Any, Any], call: Prepared | None) -> dict[str, Any]:
@@ -575,7 +568,7 @@ def _add_from_sync_task(task: SyncTask[Any, Any], item: dict[str, Any]) -> str:
     if not inspect.iscoroutine(added):
         return str(added)  # a SyncQueue's add
     loop = job._loop
-    if loop is None or _running_loop() is loop:
+    if loop is None or running_loop() is loop:
         added.close()
         raise EchoMQError(
             f"{task.name}.enqueue(...) blocks, and it was called on the event loop of the "
