@@ -162,6 +162,14 @@ function META.read(...)
   return values
 end
 
+-- The field ``name`` as this call sees it: its copy when the call read it
+-- (changes not written yet included), else the stored value (nil: absent).
+function META.get(name)
+  local value = META.known[name]
+  if value == nil then return redis.call("HGET", K_META, name) or nil end
+  return value or nil
+end
+
 -- Add ``delta`` to the integer field ``name``; returns its new value.
 function META.add(name, delta)
   local value = META.known[name]

@@ -224,7 +224,7 @@ end
 -- which take a fresh counter then).
 local function rebased(cur)
   if cur <= REBASE_AT or waiting_delta ~= 0 or #pending_order > 0 then return cur end
-  if tonumber(redis.call("HGET", K_META, "w") or "0") > 0 then return cur end
+  if tonumber(META.get("w") or "0") > 0 then return cur end
   if redis.call("ZCARD", K_ACTIVE) > 0 then return cur end
   if renumber_state() then end_renumbering() end
   return 0
