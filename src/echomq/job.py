@@ -160,6 +160,7 @@ class Job:
     dependencies: list[str] | None = None  # depends_on: the jobs it waited for
     schedule_id: str | None = None  # the schedule whose fire added this job
     fire_time: datetime | None = None  # that fire's time (server clock)
+    tags: dict[str, str] | None = None  # add(tags=...): what find() finds it by
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
     # the Queue (or SyncQueue) whose claim returned this job, and the event loop
@@ -239,6 +240,7 @@ class Job:
             dependencies=decode_payload(get("dd")),
             schedule_id=get("si") or None,
             fire_time=ms_to_datetime(get("sf")),
+            tags=decode_payload(get("tg")),
         )
 
     @classmethod
@@ -246,11 +248,12 @@ class Job:
         cls, row: Sequence[Any], deadline: datetime | None, claimed_at: datetime | None
     ) -> Job:
         """Build a just-claimed Job from one claim.lua row: the id, then the
-        fields n d p g a m sc c e tb st k at pg cl x h si sf in that order (None = unset).
+        fields n d p g a m sc c e tb st k at pg cl x h si sf tg in that order (None = unset).
 
         Runs once per claimed job: positional, with no dict built."""
         (job_id, name, data, tier, lane, attempts, max_attempts, score, created, error,
-         tb, stalls, key, at, progress, claims, expires, headers, *schedule) = row  # fmt: skip
+         tb, stalls, key, at, progress, claims, expires, headers, schedule_id, fire,
+         tags) = row  # fmt: skip
         return cls(
             id=job_id,
             name=name or "",
@@ -273,6 +276,7 @@ class Job:
             claimed_at=claimed_at,
             expires_at=ms_to_datetime(expires),
             headers=decode_payload(headers) if headers else None,
-            schedule_id=schedule[0] if schedule and schedule[0] else None,
-            fire_time=ms_to_datetime(schedule[1]) if schedule and schedule[0] else None,
+            schedule_id=schedule_id or None,
+            fire_time=ms_to_datetime(fire) if schedule_id else None,
+            tags=decode_payload(tags) if tags else None,
         )

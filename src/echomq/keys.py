@@ -229,6 +229,11 @@ class QueueKeys:
         result; retention keeps the job while one of them has not finished."""
         return self._part("readers:" + job_id)
 
+    def tag(self, key: str, value: str) -> str:
+        """zset: the ids of the jobs carrying the tag ``key=value``, scored by their
+        creation time (ms); gone with its last job (echomq.tags)."""
+        return self._part(f"tag:{key}={value}")
+
     def stop_bell(self, worker_id: str) -> str:
         """list: pushed once by a stopping worker to end its own doorbell wait
         (client-side only; it lives for seconds at most)."""

@@ -120,6 +120,7 @@ class Queue(QueueShell[AsyncSender]):
     peek = sends_async(Engine.peek)
     read_field = sends_async(Engine.read_field)
     jobs = sends_async(Engine.jobs)
+    find = sends_async(Engine.find)
     dead = sends_async(Engine.dead)
     retry_dead = sends_steps_async(Engine.retry_dead)
     purge_dead = sends_async(Engine.purge_dead)

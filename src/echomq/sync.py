@@ -59,6 +59,7 @@ class SyncQueue(QueueShell[SyncSender]):
     peek = sends(Engine.peek)
     read_field = sends(Engine.read_field)
     jobs = sends(Engine.jobs)
+    find = sends(Engine.find)
     dead = sends(Engine.dead)
     retry_dead = sends_steps(Engine.retry_dead)
     purge_dead = sends(Engine.purge_dead)

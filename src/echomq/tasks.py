@@ -54,6 +54,7 @@ from echomq.options import (
     check_known,
     check_seconds,
 )
+from echomq.tags import check_tags
 
 if TYPE_CHECKING:
     from echomq.engine import AddOptions
@@ -65,6 +66,8 @@ Isolation = Literal["thread", "process"]
 PriorityRule = int | Callable[..., int]
 #: a task's group: a lane name (None: the default lane), or a function giving one.
 GroupRule = str | None | Callable[..., str | None]
+#: a task's tags: a dict, or a function of the call's arguments giving one
+TagsRule = Mapping[str, str] | Callable[..., Mapping[str, str] | None]
 
 #: functions returning headers to add to every enqueued job (echomq.otel adds one).
 header_sources: list[Callable[[], Mapping[str, str]]] = []
@@ -149,6 +152,7 @@ class CallOptions(TypedDict, total=False):
     headers: Mapping[str, str] | None
     depends_on: Sequence[str] | None
     on_dependency_failure: Literal["dead", "run"] | None
+    tags: Mapping[str, str] | None
 
 
 #: ``enqueue_with``'s keywords (any other is refused).
@@ -167,6 +171,7 @@ class TaskOptions:
     backoff: Backoff | None = None
     expires: float | None = None
     isolation: Isolation = "thread"
+    tags: TagsRule | None = None
 
     def __post_init__(self) -> None:
         check_job_name(self.name)
@@ -180,6 +185,8 @@ class TaskOptions:
             raise InvalidOption(f"backoff {self.backoff!r} must be an echomq.Backoff")
         if self.isolation not in ("thread", "process"):
             raise InvalidOption(f"isolation {self.isolation!r} is not one of thread, process")
+        if self.tags is not None and not callable(self.tags):
+            check_tags(self.tags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,14 +282,7 @@ class BaseTask(Generic[P, R]):
             data["kwargs"] = dict(kwargs)
         item: dict[str, Any] = {"name": self.name, "data": data}
         opts = self.options
-        if callable(opts.priority) or callable(opts.group):
-            bound.apply_defaults()  # a rule gets every parameter, defaults filled in
-        if "priority" not in call and opts.priority is not None:
-            tier = opts.priority
-            item["priority"] = tier(*bound.args, **bound.kwargs) if callable(tier) else tier
-        if "group" not in call and opts.group is not None:
-            group = opts.group
-            item["group"] = group(*bound.args, **bound.kwargs) if callable(group) else group
+        item.update(self._ruled(bound, call))
         if opts.max_attempts is not None:
             item["max_attempts"] = opts.max_attempts
         if opts.expires is not None:
@@ -292,6 +292,22 @@ class BaseTask(Generic[P, R]):
         if headers:
             item["headers"] = headers
         return item
+
+    def _ruled(self, bound: inspect.BoundArguments, call: CallOptions) -> dict[str, Any]:
+        """The task's priority, group and tags for one call (a rule is a function of
+        the call's arguments); what the call gives itself wins."""
+        opts = self.options
+        rules = {"priority": opts.priority, "group": opts.group, "tags": opts.tags}
+        if any(callable(rule) for rule in rules.values()):
+            bound.apply_defaults()  # a rule gets every parameter, defaults filled in
+        out: dict[str, Any] = {}
+        for option, rule in rules.items():
+            if option in call or rule is None:
+                continue
+            value = rule(*bound.args, **bound.kwargs) if callable(rule) else rule
+            if value is not None or option != "tags":  # tags: None means none
+                out[option] = value
+        return out
 
     def _items(
         self, calls: Iterable[Prepared | tuple[Any, ...] | Mapping[str, Any]]
@@ -588,6 +604,7 @@ class TaskSettings(TypedDict, total=False):
     backoff: Backoff | None
     expires: float | None
     isolation: Isolation
+    tags: TagsRule | None
 
 
 def task_options(fn: Callable[..., Any], settings: TaskSettings) -> TaskOptions:

@@ -316,6 +316,32 @@ def _lane_rate(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.set_lane("a", rate=(5, 60)), b.q.engine.keys.rate("a")
 
 
+def _add_to_moved_tag(b: Busy) -> tuple[Call[Any], str]:
+    """A tagged add lists the job in its tag's index (includes/tags.lua): it moved."""
+    b.q.add("x", tags={"customer": "1"})
+    call = b.q.engine.add_many([{"name": "x", "tags": {"customer": "1"}}])
+    return call, b.q.engine.keys.tag("customer", "1")
+
+
+def _remove_from_moved_tag(b: Busy) -> tuple[Call[Any], str]:
+    """Removing a tagged job takes it out of its tag's index: the index moved."""
+    job_id = b.q.add("x", tags={"customer": "2"})
+    b.q.add("y", tags={"customer": "2"})
+    return b.q.engine.remove(job_id), b.q.engine.keys.tag("customer", "2")
+
+
+def _prune_from_moved_tag(b: Busy) -> tuple[Call[Any], str]:
+    """Maintenance prunes a completed tagged job: it takes it out of its tag's
+    index, which moved."""
+    _lease_every_waiting_job(b)
+    b.q.set_weight("z", 5)
+    b.q.add_many([{"name": "z", "group": "z", "tags": {"customer": "3"}} for _ in range(3)])
+    [job] = b.q.claim(1, 30.0)  # lane z's turn goes on: the turn hash is stored
+    b.q.complete(job, 1)
+    b.q.configure(keep_completed=0)
+    return b.q.engine.maintain(), b.q.engine.keys.tag("customer", "3")
+
+
 #: scenario -> (the script it sends, how to make the call and which key to move)
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "claim_queue_rate": ("claim", _queue_rate),
@@ -327,6 +353,9 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "complete_readers": ("completeMany", _release_to_moved_readers),
     "maintain_held_dependency": ("maintain", _prune_held_dependency),
     "fire_schedules": ("fireSchedules", _fire_into_moved_lane),
+    "add_tagged": ("add", _add_to_moved_tag),
+    "remove_tagged": ("remove", _remove_from_moved_tag),
+    "maintain_tagged": ("maintain", _prune_from_moved_tag),
     # a new job's hash is not on the source while the slot migrates
     "add": ("add", lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), "")),
     # the job would join lane a: it moved

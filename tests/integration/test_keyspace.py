@@ -17,8 +17,9 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         # what includes/fixed.lua gives the includes after it
         "local PREFIX, K_META = ARGV[1], nil\nlocal function on_call(reset) end\n"
         + include_source("keys")
+        + include_source("tags")
         + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]),"
-        + " rate_key(ARGV[3]), queue_rate_key()}"
+        + " rate_key(ARGV[3]), queue_rate_key(), Tags.key('customer', ARGV[4])}"
     )
     got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7")
     assert got == [
@@ -28,6 +29,7 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         keys.idem("inv-7"),
         keys.rate("acme"),
         keys.queue_rate,
+        keys.tag("customer", "inv-7"),
     ]
 
 

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "add": "echomq.cli.jobs:add",
     "inspect": "echomq.cli.jobs:inspect",
     "remove": "echomq.cli.jobs:remove",
+    "find": "echomq.cli.find:find",
     "queues": "echomq.cli.queues:queues",
     "stats": "echomq.cli.stats:stats",
     "events": "echomq.cli.events:events",

@@ -176,6 +176,7 @@ def job_dict(job: Job, queue: str, cut: Mapping[str, FieldPreview] | None = None
         "dependencies": job.dependencies,
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
+        "tags": job.tags,
         "truncated": {name: preview.to_dict() for name, preview in (cut or {}).items()},
     }
 

@@ -21,6 +21,7 @@ class JobOptions(TypedDict, total=False):
     headers: Mapping[str, str] | None
     depends_on: Sequence[str] | None
     on_dependency_failure: Literal["dead", "run"] | None
+    tags: Mapping[str, str] | None
 
 
 class AddOptions(JobOptions, total=False):

@@ -52,6 +52,7 @@ from echomq.options import (
 from echomq.reports import LONG_FIELDS, FieldPreview, JobPreview
 from echomq.score import check_tier
 from echomq.scripts import script
+from echomq.tags import encode_tags
 
 T = TypeVar("T")
 #: ``peek`` returns at most this many bytes of each long field by default (64 KiB).
@@ -231,6 +232,7 @@ class JobCalls(EngineBase):
         if deps and (delay is not None or run_at is not None):
             raise InvalidOption("give depends_on or delay/run_at, not both")
         policy = options.get("on_dependency_failure")
+        tags = options.get("tags")
         if policy not in (None, "dead", "run"):
             raise InvalidOption(f"on_dependency_failure {policy!r} must be 'dead' or 'run'")
         return NewJob(
@@ -249,6 +251,7 @@ class JobCalls(EngineBase):
                 "" if headers is None else encode_headers(headers),
                 deps,
                 "run" if policy == "run" and deps else "",
+                "" if tags is None else encode_tags(tags),
             ],
         )
 

@@ -4,6 +4,7 @@ finish (watch), and its event stream (read_events, wait_for_events)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
@@ -16,9 +17,10 @@ from echomq.errors import InvalidOption
 from echomq.events import EventPage, check_event_id, parse_page
 from echomq.job import LISTED_STATES, Job, State
 from echomq.keys import group_of, lane_of
-from echomq.options import check_int, check_seconds
+from echomq.options import check_int, check_job_name, check_seconds
 from echomq.reports import LaneInfo, QueueStats
 from echomq.steps import Next
+from echomq.tags import MAX_FIND_COUNT, JobPage, check_cursor, encode_tags
 
 #: the states a page of jobs can be listed from besides ``waiting`` (one lane).
 FINISHED_SETS = tuple(state for state in LISTED_STATES if state != State.WAITING)
@@ -92,6 +94,12 @@ def decode_watch(job_id: str, detail: str, reply: Any) -> Job | None:
     return Job.from_hash(job_id, pairs(reply))
 
 
+def found_jobs(reply: Any) -> JobPage:
+    """findJobs.lua's reply: the cursor ("" = no more), then one entry per job."""
+    cursor, *entries = reply
+    return JobPage(listed_jobs(entries), cursor or None)
+
+
 def stream_moved(reply: Any) -> bool:
     """XREAD's reply: something (an event came) or nothing (timeout)."""
     return bool(reply)
@@ -123,6 +131,36 @@ class ReadCalls(EngineBase):
         preview = str(SUMMARY_ERROR_BYTES if summary else 0)
         return self._script(
             "listJobs", listed_jobs, target, str(offset), str(count), newest, preview
+        )
+
+    def find(
+        self,
+        tags: Mapping[str, str] | None = None,
+        *,
+        state: str | None = None,
+        name: str | None = None,
+        cursor: str | None = None,
+        count: int = 50,
+        summary: bool = False,
+    ) -> Call[JobPage]:
+        """A page of the jobs that carry every tag of ``tags`` (and are in ``state``
+        and named ``name`` when given), newest first by creation; the page's cursor
+        continues after it (findJobs.lua: bounded work, so a page may be short and
+        still carry a cursor)."""
+        if tags is None:
+            raise InvalidOption(
+                "find needs tags: a job is found by its tags (list a state with jobs(state))"
+            )
+        wanted = encode_tags(tags)
+        if state is not None and state not in LISTED_STATES:
+            raise InvalidOption(f"state {state!r} is not one of {', '.join(LISTED_STATES)}")
+        if name is not None:
+            check_job_name(name)
+        check_int("count", count, 1, MAX_FIND_COUNT)
+        start = "" if cursor is None else check_cursor(cursor)
+        preview = str(SUMMARY_ERROR_BYTES if summary else 0)
+        return self._script(
+            "findJobs", found_jobs, wanted, state or "", name or "", start, str(count), preview
         )
 
     def dead(self, *, offset: int = 0, count: int = 100) -> Call[list[Job]]:

@@ -12,7 +12,8 @@
 --              stored as the server time it expires at), headers (JSON
 --              object text, "" = none), depends_on (JSON array of job
 --              ids, "" = none: see includes/dependencies.lua),
---              "run" to run anyway when a dependency fails ("" = go dead)]
+--              "run" to run anyway when a dependency fails ("" = go dead),
+--              tags (JSON object text, keys sorted, "" = none: includes/tags.lua)]
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
 --          idempotency key is still alive; a job whose id exists already is
@@ -34,6 +35,7 @@
 -- @include renumber
 -- @include controls
 -- @include format
+-- @include tags
 -- @include readers
 
 -- adds are refused while a drop's last page is this recent (ms: dropPage.lua)
@@ -99,6 +101,7 @@ for i, job in ipairs(jobs) do
     end
     created_ids[id] = true
     if key ~= "" then key_owner[key] = id end
+    if job[14] ~= "" then Tags.read(job[14]) end
     read_lane(lanes, job[5])
     local lane = job[5]
     if not adding[lane] then adding_order[#adding_order + 1] = lane end
@@ -150,6 +153,10 @@ for i, job in ipairs(jobs) do
     end
     if job[13] ~= "" then
       fields[n + 1], fields[n + 2], n = "df", job[13], n + 2
+    end
+    if job[14] ~= "" then
+      fields[n + 1], fields[n + 2], n = "tg", job[14], n + 2
+      Tags.index(id, job[14], created_at)
     end
     -- retention keeps a completed dependency until its readers finish (includes/readers.lua)
     for _, dep in ipairs(reads_of[i] or {}) do

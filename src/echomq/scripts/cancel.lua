@@ -20,6 +20,7 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include tags
 -- @include retention
 
 local id, running_to = ARGV[7], ARGV[8]

@@ -41,6 +41,7 @@
 -- @include lanes
 -- @include renumber
 -- @include controls
+-- @include tags
 -- @include retention
 -- @include time
 -- @include rotation

@@ -21,6 +21,7 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include tags
 -- @include retention
 -- @include lease
 -- @include readers

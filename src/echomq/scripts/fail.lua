@@ -22,6 +22,7 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include tags
 -- @include retention
 -- @include lease
 -- @include backoff

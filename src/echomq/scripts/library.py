@@ -53,6 +53,7 @@ READ_ONLY = frozenset(
     {
         "stats",
         "listJobs",
+        "findJobs",
         "waitingTiers",
         "readEvents",
         "laneList",

@@ -27,6 +27,7 @@
 -- @include lanes
 -- @include renumber
 -- @include controls
+-- @include tags
 -- @include retention
 -- @include time
 -- @include readers

@@ -10,6 +10,7 @@
 -- @include keys
 -- @include clock
 -- @include events
+-- @include tags
 -- @include retention
 
 local ids = {}

@@ -12,6 +12,7 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include tags
 -- @include retention
 -- @include readers
 

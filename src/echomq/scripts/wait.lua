@@ -14,6 +14,7 @@
 -- @include keys
 -- @include clock
 -- @include events
+-- @include tags
 -- @include retention
 
 local id = ARGV[7]

@@ -103,17 +103,24 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper)
     victims = kept
   end
   if not keeper then
-    for _, id in ipairs(victims) do read_key("EXISTS", job_key(id)) end
-    victims.existing = existing
+    -- (with s, which every job has: a job without tags is found, not probed)
+    local tags = {}
+    for _, id in ipairs(victims) do
+      tags[id] = read_key("HMGET", job_key(id), "tg", "s")[1] or nil
+      Tags.read(tags[id])  -- the indexes it leaves (a job without tags: none)
+    end
+    victims.existing, victims.tags = existing, tags
     return victims
   end
   -- completed jobs a dependent may still read are kept (includes/readers.lua)
-  local hold = {left = keeper.budget, forget = {}, drop = {}}
+  local hold = {left = keeper.budget, forget = {}, drop = {}, tags = {}}
   local kept, held = {}, {}
   for _, id in ipairs(victims) do
     if keeper.read(id, hold) then held[#held + 1] = id else kept[#kept + 1] = id end
   end
   kept.held, kept.forget, kept.drop, kept.now = held, hold.forget, hold.drop, now
+  for _, id in ipairs(kept) do Tags.read(hold.tags[id]) end
+  kept.tags = hold.tags
   kept.existing = existing
   return kept
 end
@@ -167,6 +174,10 @@ local function apply_prune(zkey, victims)
   end
   for _, key in ipairs(victims.drop or {}) do redis.call("DEL", key) end
   if #victims == 0 then return 0 end
+  for _, id in ipairs(victims) do
+    local tg = victims.tags and victims.tags[id]
+    if tg then Tags.unindex(id, tg) end
+  end
   for i = 1, #victims, 500 do
     local hashes = {}
     for j = i, math.min(i + 499, #victims) do hashes[#hashes + 1] = job_key(victims[j]) end
@@ -176,20 +187,24 @@ local function apply_prune(zkey, victims)
   return #victims
 end
 
--- Read a job's idempotency key and whether it still names the job (for
--- drop_job), and the job's lane (nil: the default lane).
+-- Read what deleting a job touches besides its hash (for drop_job): its
+-- idempotency key and whether it still names the job, its tags
+-- (includes/tags.lua); and the job's lane (nil: the default lane).
 local function read_idem(id)
-  local f = read_key("HMGET", job_key(id), "s", "k", "g")
+  local f = read_key("HMGET", job_key(id), "s", "k", "g", "tg")
   if not f[1] then missing_job(id) end
   local key = f[2]
-  if not key then return false, f[3] end
-  return {key = key, owned = read_key("GET", idem_key(key)) == id}, f[3]
+  local idem = {tags = f[4] or nil}
+  Tags.read(idem.tags)  -- the indexes it leaves
+  if key then idem.key, idem.owned = key, read_key("GET", idem_key(key)) == id end
+  return idem, f[3]
 end
 
 -- Delete one job's hash and its idempotency key if it still names the job;
 -- ``idem`` is what read_idem read before the script's first write.
 local function drop_job(id, idem)
   if idem and idem.owned then redis.call("DEL", idem_key(idem.key)) end
+  if idem and idem.tags then Tags.unindex(id, idem.tags) end
   redis.call("DEL", job_key(id))
   wake_waiters(id, nil)
 end

@@ -27,7 +27,7 @@ local Rotation = {}
 -- positions 5 and 15 are the attempt and claim counts (set by the claim), 7
 -- the score, 11 the stalls, 12 the idempotency key, 16 the expiry.
 Rotation.LEASE_FIELDS = {"n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st", "k", "at",
-  "pg", "cl", "x", "h", "si", "sf"}
+  "pg", "cl", "x", "h", "si", "sf", "tg"}
 
 -- The ring list as the write phase will see it, read lazily in chunks of
 -- ``chunk`` lanes: ``front`` the part read (lanes put back after a lane
