@@ -33,8 +33,10 @@ MAX_TAGS = 8
 MAX_TAG_VALUE = 128
 #: a tag key.
 TAG_KEY = re.compile(r"[a-z0-9_]{1,32}")
-#: the most jobs one find call lists.
+#: the most jobs one find call (or cursor page of ``jobs``) lists.
 MAX_FIND_COUNT = 1000
+#: the longest cursor: a position and the ids of a page of MAX_FIND_COUNT jobs.
+MAX_CURSOR = 64 * 1024
 
 
 def check_tags(tags: object) -> dict[str, str]:
@@ -86,6 +88,6 @@ class JobPage:
 
 def check_cursor(cursor: object) -> str:
     """A cursor as a page returned it ("" starts at the first page)."""
-    if not isinstance(cursor, str) or len(cursor) > 4096 or "\n" in cursor:
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR or not cursor.isprintable():
         raise InvalidOption(f"cursor {cursor!r:.60} is not a cursor a page returned")
     return cursor

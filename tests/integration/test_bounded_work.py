@@ -199,3 +199,23 @@ def test_a_call_that_makes_much_garbage_collects_it_before_it_returns(
     finally:
         redis_client.function_delete("echomq_test_heap")
     assert after - before < 2 * SETTLE_KB, (before, after)
+
+
+def test_a_large_completion_batch_past_the_kept_count_prunes_within_its_budget(
+    make_sync: Callable[..., SyncQueue],
+) -> None:
+    # 10,000 completions in one call, 10 kept: the pruning plan sorts the
+    # call's own additions (a copy of 10,000 ids, which unpack() overflowed)
+    q = make_sync(keep_completed=10, max_attempts=1)
+    count = 10_000
+    q.add_many([{"name": "j", "data": i} for i in range(count)])
+    done: list = []
+    while len(done) < count:
+        done += q.claim(count - len(done))
+    assert q.complete_many([(job, None) for job in done]) == [None] * count
+    completed = q.stats().counts["completed"]
+    assert count - PRUNE <= completed < count  # one call prunes at most its budget
+    pruner = make_sync(keep_completed=10, keep_completed_age=86_400)
+    while pruner.maintain().pruned:
+        pass
+    assert pruner.stats().counts["completed"] == 10

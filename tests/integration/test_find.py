@@ -202,3 +202,46 @@ async def test_the_async_queue_finds_too(aq: Queue) -> None:
     job_id = await aq.add("n", 1, tags={"customer": "42"})
     page = await aq.find({"customer": "42"})
     assert [j.id for j in page.jobs] == [job_id]
+
+
+def job_pages(sq: SyncQueue, state: str, count: int, **kw: str) -> list[list[str]]:
+    """Every cursor page of ``jobs(state)``, as lists of ids."""
+    pages: list[list[str]] = []
+    cursor = ""
+    for _ in range(1000):
+        page = sq.jobs(state, cursor=cursor, count=count, **kw)  # type: ignore[arg-type]
+        pages.append([j.id for j in page.jobs])
+        if page.cursor is None:
+            return pages
+        cursor = page.cursor
+    raise AssertionError("the pages never ended")
+
+
+def test_jobs_pages_by_cursor_in_each_set_order(make_sync: Callable[..., SyncQueue]) -> None:
+    sq = make_sync(ordering="mint")  # a mint lane: one score per tier, ids in mint order
+    waiting = sq.add_many([{"name": "n", "data": i} for i in range(45)])
+    assert [j for p in job_pages(sq, "waiting", 10) for j in p] == waiting
+    assert sq.jobs("waiting", count=10) == sq.jobs("waiting", cursor="", count=10).jobs
+    leased = sq.claim(20)
+    for job in leased[:15]:
+        sq.complete(job, None)
+    completed = [j.id for j in sq.jobs("completed", count=100)]  # newest first
+    assert [j for p in job_pages(sq, "completed", 4) for j in p] == completed
+    # the lane goes on after the cursor's job when it is gone meanwhile
+    p1 = sq.jobs("waiting", cursor="", count=10)
+    sq.claim(10)  # exactly the first page's jobs leave the lane
+    p2 = sq.jobs("waiting", cursor=p1.cursor, count=10)  # type: ignore[arg-type]
+    assert [j.id for j in p2.jobs] == waiting[30:40]
+
+
+def test_a_job_that_moves_on_is_not_shown_again_on_the_next_page(sq: SyncQueue) -> None:
+    sq.add_many([{"name": "n", "data": i} for i in range(6)])
+    leased = sq.claim(6, lease=30.0)
+    p1 = sq.jobs("active", cursor="", count=3)  # the three earliest deadlines
+    first = [j.id for j in p1.jobs]
+    shown = next(j for j in leased if j.id == first[0])
+    sq.extend(shown, 300.0)  # its deadline moves past every other: after the cursor
+    p2 = sq.jobs("active", cursor=p1.cursor, count=10)  # type: ignore[arg-type]
+    assert first[0] not in [j.id for j in p2.jobs]
+    assert sorted(first + [j.id for j in p2.jobs]) == sorted(j.id for j in leased)
+    assert p2.cursor is None

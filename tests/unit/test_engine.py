@@ -43,6 +43,7 @@ def claimed_job(engine: Engine) -> Job:
     row: list[str | None] = [ids.new_id(), "send", '{"to": 1}', "2", "acme", "1", "3"]
     row += ["8589934593", str(MS)]
     row += [None, None, None, None, None, None, "7", str(MS + 60_000), '{"traceparent": "00-x"}']
+    row += [None, None, None]  # no schedule, no fire, no tags: claim.lua's 21 fields
     return engine.claim(1).parse([str(MS + 30_000), str(MS), row])[0]
 
 
@@ -147,7 +148,7 @@ def test_cancel_parses_what_became_of_the_job(engine: Engine) -> None:
 def test_expires_and_headers_are_checked_and_encoded(engine: Engine) -> None:
     values = engine.new_job("a", expires=1.5, headers={"traceparent": "00-ab"}).values
     assert values[9:11] == [1500, '{"traceparent":"00-ab"}']
-    assert engine.new_job("a").values[9:] == [-1, "", "", ""]  # and no depends_on
+    assert engine.new_job("a").values[9:] == [-1, "", "", "", ""]  # no depends_on, no tags
     for bad in (0, -1, float("nan"), "1"):
         with pytest.raises(InvalidOption, match="expires"):
             engine.new_job("a", expires=bad)  # type: ignore[arg-type]

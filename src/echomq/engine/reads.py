@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from echomq import lanepages
 from echomq.call import Call
@@ -108,6 +108,7 @@ def stream_moved(reply: Any) -> bool:
 class ReadCalls(EngineBase):
     """Listing jobs, the queue's stats, waiting for a job, the event stream."""
 
+    @overload
     def jobs(
         self,
         state: str,
@@ -116,12 +117,37 @@ class ReadCalls(EngineBase):
         count: int = 100,
         group: str | None = None,
         summary: bool = False,
-    ) -> Call[list[Job]]:
+        cursor: None = None,
+    ) -> Call[list[Job]]: ...
+    @overload
+    def jobs(
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
+        cursor: str,
+    ) -> Call[JobPage]: ...
+    def jobs(
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
+        cursor: str | None = None,
+    ) -> Call[list[Job]] | Call[JobPage]:
         """A page of jobs in one state (``waiting`` lists one lane in claim order).
 
-        ``summary``: read only what a list row shows (see SUMMARY_ERROR_BYTES)."""
+        By ``offset``; or, given a ``cursor`` ("" for the first page), a
+        :class:`~echomq.tags.JobPage` whose cursor goes on after it (listJobs.lua
+        says what a job that moves meanwhile does). ``summary``: read only what a
+        list row shows (see SUMMARY_ERROR_BYTES)."""
         check_int("offset", offset, 0, 10**9)
-        check_int("count", count, 1, 10_000)
+        check_int("count", count, 1, 10_000 if cursor is None else MAX_FIND_COUNT)
         if state == State.WAITING:
             target, newest = "lane:" + lane_of(group), "0"
         elif state in FINISHED_SETS:
@@ -129,9 +155,10 @@ class ReadCalls(EngineBase):
         else:
             raise InvalidOption(f"state {state!r} is not one of {', '.join(LISTED_STATES)}")
         preview = str(SUMMARY_ERROR_BYTES if summary else 0)
-        return self._script(
-            "listJobs", listed_jobs, target, str(offset), str(count), newest, preview
-        )
+        args = [target, str(offset), str(count), newest, preview]
+        if cursor is None:
+            return self._script("listJobs", listed_jobs, *args)
+        return self._script("listJobs", found_jobs, *args, check_cursor(cursor) or "-")
 
     def find(
         self,

@@ -24,10 +24,10 @@
 -- @include keys
 -- @include text
 -- @include tags
+-- @include paging
 
 local LOOK_BUDGET = 1000
 local CHUNK = 100
-local SUMMARY = {"n", "s", "p", "g", "a", "m", "sc", "c", "f", "e", "st", "at", "ca", "k", "tg"}
 
 local wanted = cjson.decode(ARGV[7])
 local state, name = ARGV[8], ARGV[9]
@@ -44,67 +44,29 @@ if size == 0 then return {""} end
 
 -- where the page starts: the reverse rank of the first entry after the cursor
 local start = 0
-local at, after = string.match(ARGV[10], "^(%d+) (.+)$")
-if at then
-  local score = redis.call("ZSCORE", index, after)
-  if score and tonumber(score) == tonumber(at) then
-    start = redis.call("ZREVRANK", index, after) + 1
-  else
-    -- the entry is gone: entries newer than its time, then those of its time
-    -- with a higher id (a band sorted by id: found by bisection of ranks)
-    local newer = redis.call("ZCOUNT", index, "(" .. at, "+inf")
-    local band = redis.call("ZCOUNT", index, at, at)
-    local first = size - newer - band  -- ascending rank of the band's first entry
-    local lo, hi = 0, band             -- band entries with id <= after: lo of them
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      local m = redis.call("ZRANGE", index, first + mid, first + mid)[1]
-      if m <= after then lo = mid + 1 else hi = mid end
-    end
-    start = newer + (band - lo)
-  end
-end
+local at, after = Paging.parse(ARGV[10])
+if at then start = Paging.start(index, at, after, true) end
 
 local out = {""}
 local looked, last_id, last_at = 0, nil, nil
-local fields = SUMMARY
 while looked < LOOK_BUDGET and #out - 1 < count and start < size do
-  local chunk = redis.call("ZREVRANGE", index, start, start + CHUNK - 1, "WITHSCORES")
+  local chunk = Paging.range(index, start, CHUNK, true)
   if #chunk == 0 then break end
   for i = 1, #chunk, 2 do
     local id = chunk[i]
     looked, start = looked + 1, start + 1
     last_id, last_at = id, chunk[i + 1]
-    local h
-    if preview > 0 then
-      local values = redis.call("HMGET", job_key(id), unpack(fields))
-      h = {}
-      for j, f in ipairs(fields) do
-        if values[j] then h[f] = values[j] end
-      end
-    else
-      local flat = redis.call("HGETALL", job_key(id))
-      h = {}
-      for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
-    end
-    local ok = h.s ~= nil
+    local row, h = Paging.row(id, preview)
+    local ok = row ~= nil
     if ok and state ~= "" and h.s ~= state then ok = false end
     if ok and name ~= "" and h.n ~= name then ok = false end
-    if ok and h.tg then
-      local tags = cjson.decode(h.tg)
+    if ok then
+      local tags = h.tg and cjson.decode(h.tg) or {}
       for k, v in pairs(wanted) do
         if tags[k] ~= v then ok = false break end
       end
-    elseif ok then
-      ok = false
     end
     if ok then
-      local row = {id}
-      for f, v in pairs(h) do
-        if f == "e" and preview > 0 and #v > preview then v = cut_utf8(v, preview) end
-        row[#row + 1] = f
-        row[#row + 1] = v
-      end
       out[#out + 1] = row
       if #out - 1 >= count then break end
     end

@@ -90,7 +90,9 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper)
     local newer = take - math.max(older, 0)
     if newer > 0 then
       -- equal scores sort by member in the set, so the lowest ids go first
-      local sorted = {unpack(adding)}
+      -- (copied by a loop: unpack of a large batch overflows Lua's stack)
+      local sorted = {}
+      for i = 1, #adding do sorted[i] = adding[i] end
       table.sort(sorted)
       for i = 1, math.min(newer, #sorted) do victims[#victims + 1] = sorted[i] end
     end
