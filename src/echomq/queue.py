@@ -18,6 +18,7 @@ from echomq.job import Job
 from echomq.options import DEFAULT_LEASE
 from echomq.sending import AsyncSender
 from echomq.shell import QueueShell, sends_async, sends_steps_async
+from echomq.tags import JobPage
 from echomq.tasks import Task, TaskSettings, task_options
 from echomq.urls import restart_embedded
 
@@ -119,7 +120,34 @@ class Queue(QueueShell[AsyncSender]):
     get = sends_async(Engine.get)
     peek = sends_async(Engine.peek)
     read_field = sends_async(Engine.read_field)
-    jobs = sends_async(Engine.jobs)
+
+    @overload
+    async def jobs(
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
+        cursor: None = None,
+    ) -> list[Job]: ...
+    @overload
+    async def jobs(
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
+        cursor: str,
+    ) -> JobPage: ...
+    async def jobs(self, state: str, **options: Any) -> list[Job] | JobPage:
+        """A page of jobs in one state: see Engine.jobs (a ``cursor`` gives a JobPage)."""
+        page: list[Job] | JobPage = await self.sender.send(self.engine.jobs(state, **options))
+        return page
+
     find = sends_async(Engine.find)
     dead = sends_async(Engine.dead)
     retry_dead = sends_steps_async(Engine.retry_dead)

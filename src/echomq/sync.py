@@ -15,6 +15,7 @@ from echomq.job import Job
 from echomq.options import DEFAULT_LEASE
 from echomq.sending import SyncSender
 from echomq.shell import QueueShell, sends, sends_steps
+from echomq.tags import JobPage
 from echomq.tasks import SyncTask, TaskSettings, task_options
 
 P = ParamSpec("P")
@@ -58,7 +59,34 @@ class SyncQueue(QueueShell[SyncSender]):
     get = sends(Engine.get)
     peek = sends(Engine.peek)
     read_field = sends(Engine.read_field)
-    jobs = sends(Engine.jobs)
+
+    @overload
+    def jobs(
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
+        cursor: None = None,
+    ) -> list[Job]: ...
+    @overload
+    def jobs(
+        self,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 100,
+        group: str | None = None,
+        summary: bool = False,
+        cursor: str,
+    ) -> JobPage: ...
+    def jobs(self, state: str, **options: Any) -> list[Job] | JobPage:
+        """A page of jobs in one state: see Engine.jobs (a ``cursor`` gives a JobPage)."""
+        page: list[Job] | JobPage = self.sender.send(self.engine.jobs(state, **options))
+        return page
+
     find = sends(Engine.find)
     dead = sends(Engine.dead)
     retry_dead = sends_steps(Engine.retry_dead)

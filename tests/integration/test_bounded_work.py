@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from echomq import Queue, SyncQueue
+from echomq import Job, Queue, SyncQueue
 from echomq.scripts import budget
 from echomq.worker.maintenance import Maintenance
 
@@ -209,7 +209,7 @@ def test_a_large_completion_batch_past_the_kept_count_prunes_within_its_budget(
     q = make_sync(keep_completed=10, max_attempts=1)
     count = 10_000
     q.add_many([{"name": "j", "data": i} for i in range(count)])
-    done: list = []
+    done: list[Job] = []
     while len(done) < count:
         done += q.claim(count - len(done))
     assert q.complete_many([(job, None) for job in done]) == [None] * count

@@ -204,12 +204,12 @@ async def test_the_async_queue_finds_too(aq: Queue) -> None:
     assert [j.id for j in page.jobs] == [job_id]
 
 
-def job_pages(sq: SyncQueue, state: str, count: int, **kw: str) -> list[list[str]]:
+def job_pages(sq: SyncQueue, state: str, count: int) -> list[list[str]]:
     """Every cursor page of ``jobs(state)``, as lists of ids."""
     pages: list[list[str]] = []
     cursor = ""
     for _ in range(1000):
-        page = sq.jobs(state, cursor=cursor, count=count, **kw)  # type: ignore[arg-type]
+        page = sq.jobs(state, cursor=cursor, count=count)
         pages.append([j.id for j in page.jobs])
         if page.cursor is None:
             return pages
@@ -230,7 +230,8 @@ def test_jobs_pages_by_cursor_in_each_set_order(make_sync: Callable[..., SyncQue
     # the lane goes on after the cursor's job when it is gone meanwhile
     p1 = sq.jobs("waiting", cursor="", count=10)
     sq.claim(10)  # exactly the first page's jobs leave the lane
-    p2 = sq.jobs("waiting", cursor=p1.cursor, count=10)  # type: ignore[arg-type]
+    assert p1.cursor is not None
+    p2 = sq.jobs("waiting", cursor=p1.cursor, count=10)
     assert [j.id for j in p2.jobs] == waiting[30:40]
 
 
@@ -241,7 +242,8 @@ def test_a_job_that_moves_on_is_not_shown_again_on_the_next_page(sq: SyncQueue) 
     first = [j.id for j in p1.jobs]
     shown = next(j for j in leased if j.id == first[0])
     sq.extend(shown, 300.0)  # its deadline moves past every other: after the cursor
-    p2 = sq.jobs("active", cursor=p1.cursor, count=10)  # type: ignore[arg-type]
+    assert p1.cursor is not None
+    p2 = sq.jobs("active", cursor=p1.cursor, count=10)
     assert first[0] not in [j.id for j in p2.jobs]
     assert sorted(first + [j.id for j in p2.jobs]) == sorted(j.id for j in leased)
     assert p2.cursor is None
