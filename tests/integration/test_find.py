@@ -4,6 +4,7 @@ its tags' indexes when it is removed, purged or pruned."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 
 import pytest
@@ -247,3 +248,26 @@ def test_a_job_that_moves_on_is_not_shown_again_on_the_next_page(sq: SyncQueue) 
     assert first[0] not in [j.id for j in p2.jobs]
     assert sorted(first + [j.id for j in p2.jobs]) == sorted(j.id for j in leased)
     assert p2.cursor is None
+
+
+def test_a_cursor_of_another_query_or_changed_by_hand_is_refused(sq: SyncQueue) -> None:
+    sq.add_many([{"name": "n", "data": i, "tags": {"t": "x"}} for i in range(5)])
+    found = sq.find({"t": "x"}, count=2).cursor
+    listed = sq.jobs("waiting", cursor="", count=2).cursor
+    assert found is not None and listed is not None
+    assert len(sq.find({"t": "x"}, cursor=found, count=10).jobs) == 3
+    fingerprint, _, encoded = found.partition(".")
+    forged = base64.urlsafe_b64encode(b"abc job_x").decode().rstrip("=")
+    for bad, query in (
+        (found, {"t": "y"}),  # another query's
+        (listed, {"t": "x"}),  # a listing's
+        (f"{fingerprint}.{encoded[:-3]}", {"t": "x"}),  # cut
+        (f"{fingerprint}.{forged}", {"t": "x"}),  # not a position
+        ("garbage", {"t": "x"}),
+    ):
+        with pytest.raises(InvalidOption, match="cursor"):
+            sq.find(query, cursor=bad)
+    with pytest.raises(InvalidOption, match="cursor"):
+        sq.jobs("waiting", cursor=found)
+    with pytest.raises(InvalidOption, match="cursor"):
+        sq.jobs("delayed", cursor=listed)  # another state's

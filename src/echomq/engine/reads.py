@@ -20,7 +20,7 @@ from echomq.keys import group_of, lane_of
 from echomq.options import check_int, check_job_name, check_seconds
 from echomq.reports import LaneInfo, QueueStats
 from echomq.steps import Next
-from echomq.tags import MAX_FIND_COUNT, JobPage, check_cursor, encode_tags
+from echomq.tags import MAX_FIND_COUNT, JobPage, check_cursor, encode_tags, wrap_cursor
 
 #: the states a page of jobs can be listed from besides ``waiting`` (one lane).
 FINISHED_SETS = tuple(state for state in LISTED_STATES if state != State.WAITING)
@@ -94,10 +94,11 @@ def decode_watch(job_id: str, detail: str, reply: Any) -> Job | None:
     return Job.from_hash(job_id, pairs(reply))
 
 
-def found_jobs(reply: Any) -> JobPage:
-    """findJobs.lua's reply: the cursor ("" = no more), then one entry per job."""
-    cursor, *entries = reply
-    return JobPage(listed_jobs(entries), cursor or None)
+def found_jobs(query: str, reply: Any) -> JobPage:
+    """findJobs.lua's and listJobs.lua's cursor reply: the position ("" = no
+    more), then one entry per job; the position becomes ``query``'s cursor."""
+    position, *entries = reply
+    return JobPage(listed_jobs(entries), wrap_cursor(position, query))
 
 
 def stream_moved(reply: Any) -> bool:
@@ -158,7 +159,9 @@ class ReadCalls(EngineBase):
         args = [target, str(offset), str(count), newest, preview]
         if cursor is None:
             return self._script("listJobs", listed_jobs, *args)
-        return self._script("listJobs", found_jobs, *args, check_cursor(cursor) or "-")
+        query = f"jobs {target} {newest}"
+        position = check_cursor(cursor, query) or "-"
+        return self._script("listJobs", partial(found_jobs, query), *args, position)
 
     def find(
         self,
@@ -184,10 +187,12 @@ class ReadCalls(EngineBase):
         if name is not None:
             check_job_name(name)
         check_int("count", count, 1, MAX_FIND_COUNT)
-        start = "" if cursor is None else check_cursor(cursor)
+        query = f"find {wanted} {state or ''} {name or ''}"
+        start = "" if cursor is None else check_cursor(cursor, query)
         preview = str(SUMMARY_ERROR_BYTES if summary else 0)
+        parse = partial(found_jobs, query)
         return self._script(
-            "findJobs", found_jobs, wanted, state or "", name or "", start, str(count), preview
+            "findJobs", parse, wanted, state or "", name or "", start, str(count), preview
         )
 
     def dead(self, *, offset: int = 0, count: int = 100) -> Call[list[Job]]:
