@@ -15,6 +15,7 @@ The tree::
     ├── LeaseLost              complete/fail/extend by a worker that no longer holds the lease
     │   └── JobCancelled       the lease was taken by cancel() (the handler is stopped)
     ├── JobNotFound            no job with that id (or it was pruned)
+    ├── BatchNotFound          no batch with that id in this queue (or it expired)
     ├── WaitTimeout            wait() ran out of time (also a TimeoutError)
     ├── OrderingMismatch       queue opened with another ordering than it was created with
     ├── FormatTooNew           queue stored in a newer format than this client knows
@@ -97,6 +98,10 @@ class JobCancelled(LeaseLost):
 
 class JobNotFound(EchoMQError):
     """No job with that id exists (never added, removed, or pruned by retention)."""
+
+
+class BatchNotFound(EchoMQError):
+    """No batch with that id in this queue (never made here, or gone with its retention)."""
 
 
 class WaitTimeout(EchoMQError, TimeoutError):

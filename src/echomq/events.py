@@ -42,6 +42,11 @@ KINDS = (
     "paused",
     "resumed",
     "lost",
+    "batch_created",
+    "batch_closed",
+    "batch_succeeded",
+    "batch_failed",
+    "batch_cancelled",
 )
 #: the kind of the notice a reader gets when events after its cursor were trimmed.
 MISSED = "missed"

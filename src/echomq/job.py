@@ -35,6 +35,7 @@ class State(StrEnum):
     COMPLETED = "completed"
     DEAD = "dead"
     BLOCKED = "blocked"  # waiting for its dependencies to complete (depends_on)
+    CANCELLED = "cancelled"  # a child of a cancelled batch that never ran (cancel_batch)
 
 
 #: every state's name, in the order of ``State`` (stats.lua counts them in this order).
@@ -161,6 +162,7 @@ class Job:
     schedule_id: str | None = None  # the schedule whose fire added this job
     fire_time: datetime | None = None  # that fire's time (server clock)
     tags: dict[str, str] | None = None  # add(tags=...): what find() finds it by
+    batch: str | None = None  # the batch it is a child (or a callback) of
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
     # the Queue (or SyncQueue) whose claim returned this job, and the event loop
@@ -241,6 +243,7 @@ class Job:
             schedule_id=get("si") or None,
             fire_time=ms_to_datetime(get("sf")),
             tags=decode_payload(get("tg")),
+            batch=(get("b") or "").lstrip("^") or None,
         )
 
     @classmethod
@@ -248,12 +251,12 @@ class Job:
         cls, row: Sequence[Any], deadline: datetime | None, claimed_at: datetime | None
     ) -> Job:
         """Build a just-claimed Job from one claim.lua row: the id, then the
-        fields n d p g a m sc c e tb st k at pg cl x h si sf tg in that order (None = unset).
+        fields n d p g a m sc c e tb st k at pg cl x h si sf tg b in that order (None = unset).
 
         Runs once per claimed job: positional, with no dict built."""
         (job_id, name, data, tier, lane, attempts, max_attempts, score, created, error,
          tb, stalls, key, at, progress, claims, expires, headers, schedule_id, fire,
-         tags) = row  # fmt: skip
+         tags, batch) = row  # fmt: skip
         return cls(
             id=job_id,
             name=name or "",
@@ -279,4 +282,5 @@ class Job:
             schedule_id=schedule_id or None,
             fire_time=ms_to_datetime(fire) if schedule_id else None,
             tags=decode_payload(tags) if tags else None,
+            batch=batch.lstrip("^") if batch else None,
         )

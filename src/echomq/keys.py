@@ -177,6 +177,24 @@ class QueueKeys:
         return self._part("releasing")
 
     @property
+    def cancelled(self) -> str:
+        """zset: jobs of a cancelled batch that never ran (state ``cancelled``),
+        scored by the time they were cancelled."""
+        return self._part("cancelled")
+
+    def batch(self, batch_id: str) -> str:
+        """hash: one batch's counters, callbacks and flags (scripts/includes/batch.lua)."""
+        return self._part(f"batch:{batch_id}")
+
+    def batch_jobs(self, batch_id: str) -> str:
+        """zset: a batch's children → their place in it."""
+        return self._part(f"batch:{batch_id}:jobs")
+
+    def batch_done(self, batch_id: str) -> str:
+        """zset: a batch's finished children → the order they first finished in."""
+        return self._part(f"batch:{batch_id}:done")
+
+    @property
     def done_channel(self) -> str:
         """shard channel (not a key): the ids of waited-on jobs that became final or
         were deleted, published by the scripts (includes/retention.lua, "Waiters")."""
@@ -266,4 +284,5 @@ class QueueKeys:
             self.fired,
             self.blocked,
             self.releasing,
+            self.cancelled,
         ]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overload
 
+from echomq.batches import BatchStart
 from echomq.call import Call
 from echomq.connection import AsyncClient, check_max_connections
 from echomq.engine import AddOptions, Claimed, Engine, JobOptions, NewJob, Wake
-from echomq.errors import EchoMQError
+from echomq.engine.batches import DONE_WAIT
+from echomq.errors import EchoMQError, WaitTimeout
 from echomq.events import Event
 from echomq.flows.coalescing import AddCoalescer
 from echomq.flows.events import follow_async, pages_async
@@ -67,7 +70,8 @@ class Queue(QueueShell[AsyncSender]):
         its own outcome (echomq.flows.coalescing)."""
         durable = options.pop("durable", None)
         job = self.engine.new_job(name, data, **cast(JobOptions, options))
-        if options.get("depends_on") is not None:  # alone: a bad dependency refuses only it
+        # alone: a bad dependency or a closed batch refuses only it
+        if options.get("depends_on") is not None or options.get("batch") is not None:
             return (await self._add_batch([job], durable))[0]
         return await self._adds.submit(job, durable)
 
@@ -188,6 +192,43 @@ class Queue(QueueShell[AsyncSender]):
         read's events, an empty one each time a few seconds passed with nothing
         new (the dashboard's live stream sends those as keep-alives)."""
         return pages_async(self.sender, self.engine, after)
+
+    def batch(
+        self, *, on_success: Any = None, on_complete: Any = None, on_death: Any = None
+    ) -> BatchStart:
+        """A new batch (echomq.batches): ``b = await q.batch(...)`` or ``async with
+        q.batch(...) as b:`` (closed on exit). Each callback is a job spec (a dict
+        with name, data and add's options priority, group, delay, max_attempts,
+        headers; or ``task.prepare(...)``), checked now: InvalidOption."""
+        call = self.engine.create_batch(
+            on_success=on_success, on_complete=on_complete, on_death=on_death
+        )
+        return BatchStart(self, call)
+
+    create_batch = sends_async(Engine.create_batch)
+    close_batch = sends_async(Engine.close_batch)
+    batch_status = sends_async(Engine.batch_status)
+    cancel_batch = sends_steps_async(Engine.cancel_batch)
+
+    async def as_completed(self, batch_id: str, after: int = 0) -> AsyncIterator[Job]:
+        """Each child of the batch as it finishes (completed or dead), once, in the
+        order they finished, pushed by the server (one subscription per event loop,
+        as ``wait``); ends when the batch is closed (or cancelled) and every child
+        has finished. ``after=k`` resumes after the first k children it gave."""
+        self.engine.batch_done(batch_id, after)  # checks the input before anything is sent
+        place = after
+        while True:
+            try:
+                page = await self._waits.wait(
+                    batch_id, DONE_WAIT, partial(self.engine.batch_done, batch_id, place)
+                )
+            except WaitTimeout:
+                continue  # nothing finished for a while: register again
+            if not page:
+                return
+            for item in page:
+                place = item.place
+                yield item.job
 
     configure = sends_async(Engine.configure)
     settings = sends_async(Engine.settings)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
+from echomq.batches import SyncBatch
 from echomq.call import Call
 from echomq.connection import SyncClient
 from echomq.engine import Claimed, Engine
+from echomq.engine.batches import DONE_WAIT
+from echomq.errors import WaitTimeout
 from echomq.events import Event
 from echomq.flows.events import follow
 from echomq.flows.waiters import SyncWaits
@@ -117,6 +121,38 @@ class SyncQueue(QueueShell[SyncSender]):
         """The queue's events as they happen (a blocking iterator): from now on, or
         after event id ``after`` (see Queue.events)."""
         return follow(self.sender, self.engine, after)
+
+    def batch(
+        self, *, on_success: Any = None, on_complete: Any = None, on_death: Any = None
+    ) -> SyncBatch:
+        """A new, open batch (see Queue.batch): ``with sq.batch(...) as b:`` closes it
+        on exit."""
+        return SyncBatch(
+            self,
+            self.create_batch(on_success=on_success, on_complete=on_complete, on_death=on_death),
+        )
+
+    create_batch = sends(Engine.create_batch)
+    close_batch = sends(Engine.close_batch)
+    batch_status = sends(Engine.batch_status)
+    cancel_batch = sends_steps(Engine.cancel_batch)
+
+    def as_completed(self, batch_id: str, after: int = 0) -> Iterator[Job]:
+        """Each child of the batch as it finishes (see Queue.as_completed); blocks."""
+        self.engine.batch_done(batch_id, after)  # checks the input before anything is sent
+        place = after
+        while True:
+            try:
+                page = self._waits.wait(
+                    batch_id, DONE_WAIT, partial(self.engine.batch_done, batch_id, place)
+                )
+            except WaitTimeout:
+                continue  # nothing finished for a while: register again
+            if not page:
+                return
+            for item in page:
+                place = item.place
+                yield item.job
 
     configure = sends(Engine.configure)
     settings = sends(Engine.settings)

@@ -153,6 +153,7 @@ class CallOptions(TypedDict, total=False):
     depends_on: Sequence[str] | None
     on_dependency_failure: Literal["dead", "run"] | None
     tags: Mapping[str, str] | None
+    batch: str | None
 
 
 #: ``enqueue_with``'s keywords (any other is refused).

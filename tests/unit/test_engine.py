@@ -43,7 +43,7 @@ def claimed_job(engine: Engine) -> Job:
     row: list[str | None] = [ids.new_id(), "send", '{"to": 1}', "2", "acme", "1", "3"]
     row += ["8589934593", str(MS)]
     row += [None, None, None, None, None, None, "7", str(MS + 60_000), '{"traceparent": "00-x"}']
-    row += [None, None, None]  # no schedule, no fire, no tags: claim.lua's 21 fields
+    row += [None, None, None, None]  # no schedule, fire, tags, batch: claim.lua's 22 fields
     return engine.claim(1).parse([str(MS + 30_000), str(MS), row])[0]
 
 
@@ -148,7 +148,8 @@ def test_cancel_parses_what_became_of_the_job(engine: Engine) -> None:
 def test_expires_and_headers_are_checked_and_encoded(engine: Engine) -> None:
     values = engine.new_job("a", expires=1.5, headers={"traceparent": "00-ab"}).values
     assert values[9:11] == [1500, '{"traceparent":"00-ab"}']
-    assert engine.new_job("a").values[9:] == [-1, "", "", "", ""]  # no depends_on, no tags
+    # no depends_on, no tags, no dedupe, no batch
+    assert engine.new_job("a").values[9:] == [-1, "", "", "", "", "", ""]
     for bad in (0, -1, float("nan"), "1"):
         with pytest.raises(InvalidOption, match="expires"):
             engine.new_job("a", expires=bad)  # type: ignore[arg-type]
@@ -199,7 +200,7 @@ def test_listing_refuses_unknown_states(engine: Engine) -> None:
 
 
 STATS_REPLY: list[Any] = [
-    ["5", "1", "2", "3", "4", "6", "2", "1", "mint", "99", "7"],
+    ["5", "1", "2", "3", "4", "6", "2", "1", "mint", "99", "7", "8"],
     ["acme", "3", "5", "10", "", "2", "1", "0"],
     ["acme", "4"],
     ["21", "4", "2"],
@@ -213,7 +214,7 @@ def test_stats_and_lanes(engine: Engine) -> None:
     assert stats == QueueStats(
         "unit",
         {"waiting": 5, "delayed": 1, "failed": 2, "active": 3, "completed": 4, "dead": 6}
-        | {"blocked": 7},
+        | {"blocked": 7, "cancelled": 8},
         {"acme": 3, None: 2},
         2,
         True,

@@ -30,6 +30,7 @@ codes are compared by their names in :mod:`echomq.errors`
 from __future__ import annotations
 
 from echomq.engine.base import EngineBase
+from echomq.engine.batches import BatchCalls, Finished
 from echomq.engine.claims import (
     BACKOFF_DELAY,
     MIN_BLOCK,
@@ -86,8 +87,10 @@ __all__ = [
     "SUMMARY_ERROR_BYTES",
     "WAIT_SLACK_MS",
     "AddOptions",
+    "BatchCalls",
     "Claimed",
     "Engine",
+    "Finished",
     "JobOptions",
     "NewJob",
     "Wake",
@@ -101,6 +104,7 @@ class Engine(
     ReadCalls,
     ScheduleCalls,
     DependencyCalls,
+    BatchCalls,
     SettingCalls,
     MaintenanceCalls,
     EngineBase,

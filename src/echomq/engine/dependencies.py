@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from echomq import ids
+from echomq.batches import is_batch_id
 from echomq.call import Call
 from echomq.engine.base import EngineBase, find, no_such_job
 from echomq.engine.replies import is_code
@@ -26,8 +27,9 @@ MAX_DEPENDENTS_SHOWN = 1000
 
 
 def encode_dependencies(depends_on: object, job_id: str) -> str:
-    """``depends_on`` checked (ids, at most MAX_DEPENDENCIES, not the job itself)
-    and encoded as add.lua's JSON array text, duplicates dropped."""
+    """``depends_on`` checked (job ids or batch ids, at most MAX_DEPENDENCIES, not
+    the job itself) and encoded as add.lua's JSON array text, duplicates dropped.
+    A batch id means: once that batch has succeeded (echomq.batches)."""
     if isinstance(depends_on, str) or not isinstance(depends_on, Sequence):
         raise InvalidDependency(f"depends_on {depends_on!r:.200} must be a list of job ids")
     if not 1 <= len(depends_on) <= MAX_DEPENDENCIES:
@@ -36,6 +38,8 @@ def encode_dependencies(depends_on: object, job_id: str) -> str:
         )
     unique = list(dict.fromkeys(depends_on))
     for dep in unique:
+        if is_batch_id(dep):
+            continue
         try:
             ids.parse_id(dep)
         except EchoMQError as exc:

@@ -22,6 +22,7 @@ class JobOptions(TypedDict, total=False):
     depends_on: Sequence[str] | None
     on_dependency_failure: Literal["dead", "run"] | None
     tags: Mapping[str, str] | None
+    batch: str | None
 
 
 class AddOptions(JobOptions, total=False):

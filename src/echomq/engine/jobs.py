@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, TypeVar, Unpack, cast
 import orjson
 
 from echomq import ids
+from echomq.batches import MAX_CHILDREN, check_batch_id
 from echomq.call import Call
 from echomq.engine.base import EngineBase, find, names_a_job
 from echomq.engine.dependencies import encode_dependencies
@@ -27,6 +28,8 @@ from echomq.errors import (
     E_INVALID_STATE,
     E_LANE_FULL,
     E_NOT_FOUND,
+    BatchNotFound,
+    EchoMQError,
     InvalidDependency,
     InvalidOption,
     InvalidState,
@@ -103,6 +106,32 @@ class Preview(NamedTuple):
     cuts: Any
 
 
+class BatchRefusal(NamedTuple):
+    """add.lua's ``{E_INVALID_STATE, "batch", batch id, why, children}``."""
+
+    code: int
+    marker: str
+    batch: str
+    why: str
+    children: int
+
+
+def batch_refusal(queue: str, refusal: BatchRefusal) -> EchoMQError:
+    if refusal.why == "unknown":
+        return BatchNotFound(
+            f"no batch {refusal.batch!r} in queue {queue!r} (never made in this queue, or "
+            "gone with its retention): nothing was added"
+        )
+    if refusal.why == "full":
+        return InvalidOption(
+            f"batch {refusal.batch} holds {refusal.children} children; adding these would "
+            f"pass the most a batch holds, {MAX_CHILDREN:,}: nothing was added"
+        )
+    return InvalidState(
+        f"batch {refusal.batch} is {refusal.why}: it takes no more children (nothing was added)"
+    )
+
+
 def lane_full(queue: str, reply: list[Any]) -> LaneFull:
     refusal = LaneFullRefusal(*reply)
     return LaneFull(
@@ -122,13 +151,17 @@ def decode_add(queue: str, ordering: str, reply: Any) -> list[str]:
     if reply and isinstance(reply[0], int):  # ids are text: a refusal with details
         if heads_code(reply, E_NOT_FOUND):
             missing = MissingDependency(*reply)
-            why = (
-                "is dead" if missing.state == "dead" else "does not exist (never added, or pruned)"
-            )
+            why = {
+                "dead": "is dead",
+                "failed": "is a batch that failed",
+                "cancelled": "is a batch that was cancelled",
+            }.get(missing.state, "does not exist (never added, or pruned)")
             raise InvalidDependency(
                 f"depends_on job {str(missing.dependency)!r} {why} in queue {queue!r}; "
                 "nothing was added"
             )
+        if heads_code(reply, E_INVALID_STATE) and reply[1] == "batch":
+            raise batch_refusal(queue, BatchRefusal(*reply))
         if heads_code(reply, E_INVALID_STATE):
             raise InvalidState(
                 f"queue {queue!r} is being dropped (drop() deletes its keys page by"
@@ -233,6 +266,7 @@ class JobCalls(EngineBase):
             raise InvalidOption("give depends_on or delay/run_at, not both")
         policy = options.get("on_dependency_failure")
         tags = options.get("tags")
+        batch = options.get("batch")
         if policy not in (None, "dead", "run"):
             raise InvalidOption(f"on_dependency_failure {policy!r} must be 'dead' or 'run'")
         return NewJob(
@@ -252,6 +286,8 @@ class JobCalls(EngineBase):
                 deps,
                 "run" if policy == "run" and deps else "",
                 "" if tags is None else encode_tags(tags),
+                "",  # 15: dedupe (DESIGN §10 "Deduplication", another change)
+                "" if batch is None else check_batch_id(batch),
             ],
         )
 

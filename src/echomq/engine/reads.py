@@ -65,6 +65,7 @@ class StateCounts(NamedTuple):
     ordering: str
     counter: str
     blocked: str = "0"
+    cancelled: str = "0"
 
 
 class RingLane(NamedTuple):
@@ -152,7 +153,8 @@ class ReadCalls(EngineBase):
         if state == State.WAITING:
             target, newest = "lane:" + lane_of(group), "0"
         elif state in FINISHED_SETS:
-            target, newest = state, "1" if state in (State.COMPLETED, State.DEAD) else "0"
+            newest = "1" if state in (State.COMPLETED, State.DEAD, State.CANCELLED) else "0"
+            target = state
         else:
             raise InvalidOption(f"state {state!r} is not one of {', '.join(LISTED_STATES)}")
         preview = str(SUMMARY_ERROR_BYTES if summary else 0)

@@ -44,11 +44,10 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from echomq.call import Call
 from echomq.errors import TRANSIENT_ERRORS, WaitTimeout
-from echomq.job import Job
 from echomq.sending.sender import AsyncSender, SyncSender
 from echomq.sending.subscriptions import AsyncShardSubscription, SyncShardSubscription
 
@@ -69,8 +68,11 @@ RESUBSCRIBE_PAUSE = 0.25
 REGISTER_PAUSE = 0.05
 REGISTER_PAUSE_CAP = 1.0
 
-#: builds the register call for the seconds left of a wait.
-Watch = Callable[[float], Call[Job | None]]
+#: builds the register call for the seconds left of a wait: its reply is what the
+#: wait returns, or None (registered: sleep until the id is published). The id
+#: is a job's (wait) or a batch's (as_completed).
+W = TypeVar("W")
+Watch = Callable[[float], Call[W | None]]
 
 
 def _timeout(job_id: str, timeout: float) -> WaitTimeout:
@@ -104,7 +106,7 @@ class AsyncWaits:
             weakref.WeakKeyDictionary()
         )
 
-    async def wait(self, job_id: str, timeout: float, watch: Watch) -> Job:
+    async def wait(self, job_id: str, timeout: float, watch: Watch[W]) -> W:
         """The job once it is completed or dead; WaitTimeout after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -245,7 +247,7 @@ class SyncWaits:
         self._gate = threading.BoundedSemaphore(MAX_WATCHING)
         self._listener: _SyncListener | None = None
 
-    def wait(self, job_id: str, timeout: float, watch: Watch) -> Job:
+    def wait(self, job_id: str, timeout: float, watch: Watch[W]) -> W:
         """The job once it is completed or dead; WaitTimeout after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         event = threading.Event()

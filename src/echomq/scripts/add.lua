@@ -13,7 +13,10 @@
 --              object text, "" = none), depends_on (JSON array of job
 --              ids, "" = none: see includes/dependencies.lua),
 --              "run" to run anyway when a dependency fails ("" = go dead),
---              tags (JSON object text, keys sorted, "" = none: includes/tags.lua)]
+--              tags (JSON object text, keys sorted, "" = none: includes/tags.lua),
+--              dedupe ("" = none), batch id ("" = none: includes/batch.lua)]
+--             depends_on may name batches (bat_…) too: the job waits until the
+--             batch has succeeded.
 --
 -- Returns: the list of ids, one per job (an existing job's id where its
 --          idempotency key is still alive; a job whose id exists already is
@@ -27,6 +30,11 @@
 --          {E_LANE_FULL (-5), lane, held, adding, max_waiting} when the batch
 --          would make a lane hold more than its max_waiting waiting + delayed
 --          + blocked jobs (nothing is written).
+--          {E_INVALID_STATE (-6), "batch", batch id, why, children} when a job
+--          names a batch that is "unknown", "closed", "cancelled" or would
+--          hold more than Batch.MAX_CHILDREN ("full"); a dependency on a batch
+--          that failed or was cancelled is {E_NOT_FOUND, batch id, "failed" |
+--          "cancelled"} (nothing is written).
 -- @include fixed
 -- @include keys
 -- @include clock
@@ -34,6 +42,7 @@
 -- @include lanes
 -- @include renumber
 -- @include controls
+-- @include batch
 -- @include format
 -- @include tags
 -- @include readers
@@ -64,6 +73,7 @@ local lanes = {}
 local blocked_on = {}  -- job index -> its pending dependencies
 local reads_of = {}    -- job index -> its dependencies completed already (it reads their results)
 local adding, adding_order = {}, {}   -- lane -> jobs this batch adds to it
+local joining, joining_order = {}, {}  -- batch id -> children this call adds to it
 for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
   local existing = nil
@@ -86,9 +96,19 @@ for i, job in ipairs(jobs) do
       -- its dependencies: pending ones (not completed yet) block it
       local pending, done_deps = {}, {}
       for _, dep in ipairs(cjson.decode(job[12])) do
-        local state = created_ids[dep] and "waiting" or read_key("HGET", job_key(dep), "s")
+        local state
+        if Batch.is_id(dep) then  -- a batch: done once it succeeded
+          local b = Batch.read(dep)
+          state = b and Batch.state(b)
+          if state == "failed" or state == "cancelled" then return {E_NOT_FOUND, dep, state} end
+          state = state and (state == "succeeded" and "batch" or "waiting")
+        else
+          state = created_ids[dep] and "waiting" or read_key("HGET", job_key(dep), "s")
+        end
         if not state or state == "dead" then return {E_NOT_FOUND, dep, state or ""} end
-        if state ~= "completed" then
+        if state == "batch" then
+          -- succeeded already: nothing to wait for, no result to read
+        elseif state ~= "completed" then
           pending[#pending + 1] = dep
           read_key("EXISTS", dependents_key(dep))
         else
@@ -100,6 +120,22 @@ for i, job in ipairs(jobs) do
       reads_of[i] = done_deps
     end
     created_ids[id] = true
+    local bid = job[16]
+    if bid and bid ~= "" then
+      local b = Batch.read(bid)
+      if not b then return {E_INVALID_STATE, "batch", bid, "unknown", 0} end
+      local why = b.f.k and "cancelled" or (b.f.cl and "closed")
+      if why then return {E_INVALID_STATE, "batch", bid, why, Batch.num(b, "t")} end
+      if not joining[bid] then
+        joining_order[#joining_order + 1] = bid
+        joining[bid] = 0
+        read_key("EXISTS", Batch.jobs_key(bid))
+      end
+      joining[bid] = joining[bid] + 1
+      if Batch.num(b, "t") + joining[bid] > Batch.MAX_CHILDREN then
+        return {E_INVALID_STATE, "batch", bid, "full", Batch.num(b, "t")}
+      end
+    end
     if key ~= "" then key_owner[key] = id end
     if job[14] ~= "" then Tags.read(job[14]) end
     read_lane(lanes, job[5])
@@ -125,6 +161,7 @@ if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
 if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
 local created = 0
+local added_to = {}  -- batch id -> children added so far (their places)
 for i, job in ipairs(jobs) do
   if not ids[i] then
     local id, key = job[1], job[9]
@@ -158,6 +195,13 @@ for i, job in ipairs(jobs) do
       fields[n + 1], fields[n + 2], n = "tg", job[14], n + 2
       Tags.index(id, job[14], created_at)
     end
+    local bid = job[16]
+    if bid and bid ~= "" then
+      fields[n + 1], fields[n + 2], n = "b", bid, n + 2
+      added_to[bid] = (added_to[bid] or 0) + 1
+      local place = Batch.num(Batch.seen[bid], "t") + added_to[bid]
+      redis.call("ZADD", Batch.jobs_key(bid), place, id)
+    end
     -- retention keeps a completed dependency until its readers finish (includes/readers.lua)
     for _, dep in ipairs(reads_of[i] or {}) do
       redis.call("SADD", readers_key(dep), id)
@@ -171,7 +215,13 @@ for i, job in ipairs(jobs) do
       count_delayed(lane, 1)  -- max_waiting counts it (includes/controls.lua)
       for _, dep in ipairs(pending) do
         redis.call("SADD", dependents_key(dep), id)
-        redis.call("HSET", job_key(dep), "dn", "1")  -- it has dependents: see completeMany
+        -- it has dependents: see completeMany (a batch: Batch.release)
+        if Batch.is_id(dep) then
+          Batch.seen[dep].f.dn = "1"
+          redis.call("HSET", Batch.key(dep), "dn", "1")
+        else
+          redis.call("HSET", job_key(dep), "dn", "1")
+        end
       end
       emit("added", id, lane)
     elseif fire > now then
@@ -192,6 +242,9 @@ for i, job in ipairs(jobs) do
     ids[i] = id
     created = created + 1
   end
+end
+for _, bid in ipairs(joining_order) do
+  Batch.moved(bid, {t = added_to[bid]}, nil, now)
 end
 if created > 0 then
   META.add("added", created)

@@ -20,16 +20,18 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include batch
 -- @include tags
 -- @include retention
 
 local id, running_to = ARGV[7], ARGV[8]
 local jk = job_key(id)
 -- read phase: the job, its lane or idempotency key, and what burying it touches
-local f = read_key("HMGET", jk, "s", "g", "l", "cl", "dn")
+local f = read_key("HMGET", jk, "s", "g", "l", "cl", "dn", "b")
 if not f[1] then return E_NOT_FOUND end
 local state, lane = f[1], f[2] or ""
-if state == "completed" or state == "dead" then return "finished" end
+if state == "completed" or state == "dead" or state == "cancelled" then return "finished" end
+Batch.read(f[6])
 local idem = state ~= "active" and read_idem(id)
 local now = now_ms()
 local burial = state == "active" and running_to ~= "retry" and bury(id, now)  -- reads only
@@ -51,6 +53,7 @@ if state == "active" then
     redis.call("ZADD", K_RETRYING, fire, id)
     count_delayed(lane, 1)
     emit("retrying", id, lane, "e", "Cancelled: retried after the run stops", "nx", fire)
+    if f[6] then Batch.moved(f[6], {a = -1}, nil, now) end
   else
     bury(id, now, "Cancelled: stopped by cancel() while it ran", burial)
   end
@@ -72,6 +75,7 @@ redis.call("ZREM", K_RETRYING, id)
 redis.call("ZREM", K_BLOCKED, id)
 drop_job(id, idem)
 orphan_dependents(id, f[5], now)
+if f[6] then Batch.moved(f[6], {t = -1}, nil, now) end  -- removed: it leaves its batch
 emit("removed", id, lane)
 flush_waiting()
 flush_events()

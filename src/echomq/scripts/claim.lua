@@ -41,6 +41,7 @@
 -- @include lanes
 -- @include renumber
 -- @include controls
+-- @include batch
 -- @include tags
 -- @include retention
 -- @include time

@@ -21,6 +21,7 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include batch
 -- @include tags
 -- @include retention
 -- @include lease
@@ -47,8 +48,9 @@ for i, item in ipairs(items) do
   if first_of[id] then
     out[i] = first_of[id]  -- the same job twice in one call: answered as the first
   else
-    local jk, key_or_err, lane, has_dependents = check_lease(id, token, now)
+    local jk, key_or_err, lane, has_dependents, batch = check_lease(id, token, now)
     if jk then
+      Batch.read(batch)
       if has_dependents then parents[#parents + 1] = id end
       if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
       lane = lane or ""
@@ -60,7 +62,7 @@ for i, item in ipairs(items) do
       end
       freed[lane] = (freed[lane] or 0) + 1
       done_ids[#done_ids + 1] = id
-      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane}
+      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, batch}
       out[i] = now
     else
       -- a retried call whose first reply was lost: the same lease already completed it
@@ -80,6 +82,7 @@ for i, id in ipairs(done_ids) do
   redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
   expire_idem(key, OPT.keep_completed_ms)
   emit("completed", id, done_idem[i][4], "rs", #result)
+  if done_idem[i][5] then Batch.moved(done_idem[i][5], {a = -1, c = 1}, id, now) end
   done_pairs[#done_pairs + 1] = stamp
   done_pairs[#done_pairs + 1] = id
 end

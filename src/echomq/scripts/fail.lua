@@ -22,6 +22,7 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include batch
 -- @include tags
 -- @include retention
 -- @include lease
@@ -30,7 +31,7 @@
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
 -- read phase: the job, its idempotency key and (if it dies) the pruning
-local jk, key_or_err, lane = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane, _, batch = check_lease(id, ARGV[8], now)
 if not jk then
   -- a retried call whose first reply was lost: the same lease already failed it
   local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[8], {failed = true, dead = true})
@@ -40,6 +41,7 @@ end
 local f = read_key("HMGET", jk, "a", "m", "g", "dn")
 local lane = f[3] or ""
 plan_recheck(lane)
+Batch.read(batch)
 if delay == -2 then
   local client = {tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])}
   delay = backoff_ms(math.max(1, tonumber(f[1])), client)
@@ -64,6 +66,7 @@ if retry then
   redis.call("ZADD", K_RETRYING, fire, id)
   count_delayed(lane, 1)
   emit("retrying", id, lane, "a", f[1], "e", event_error(ARGV[9]), "nx", fire)
+  if batch then Batch.moved(batch, {a = -1}, nil, now) end
   flush_events()
   return {"failed", fire}
 end
@@ -73,6 +76,7 @@ redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
 orphan_dependents(id, f[4], now)
 emit("dead", id, lane, "a", f[1], "e", event_error(ARGV[9]))
+if batch then Batch.moved(batch, {a = -1, d = 1}, id, now) end
 flush_events()
 wake_waiters(id, now)
 return {"dead", fmt(now)}

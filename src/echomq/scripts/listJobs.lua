@@ -26,7 +26,7 @@
 -- @include paging
 
 local sets = {delayed = K_DELAYED, failed = K_RETRYING, active = K_ACTIVE,
-  completed = K_COMPLETED, dead = K_DEAD, blocked = K_BLOCKED}
+  completed = K_COMPLETED, dead = K_DEAD, blocked = K_BLOCKED, cancelled = K_CANCELLED}
 local which = ARGV[7]
 local zkey = sets[which]
 if not zkey and string.sub(which, 1, 5) == "lane:" then zkey = lane_key(string.sub(which, 6)) end

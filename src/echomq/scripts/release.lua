@@ -22,13 +22,15 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include batch
 -- @include lease
 
 local id = ARGV[7]
 local now = now_ms()
 -- read phase: the lease, the job's lane and place
-local jk, key_or_err, lane = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane, _, batch = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
+Batch.read(batch)
 local f = read_key("HMGET", jk, "g", "sc", "a")
 read_lane({}, f[1])
 local lane = f[1] or ""
@@ -36,6 +38,7 @@ plan_recheck(lane)
 -- write phase
 redis.call("ZREM", K_ACTIVE, id)
 give_back(lane, 1)
+if batch then Batch.moved(batch, {a = -1}, nil, now) end
 if (ARGV[10] or "") ~= "" then
   local until_ms = now + tonumber(ARGV[10])
   if until_ms > tonumber(redis.call("HGET", K_LANECTL, "t:" .. lane) or "0") then

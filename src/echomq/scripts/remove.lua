@@ -12,14 +12,16 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include batch
 -- @include tags
 -- @include retention
 -- @include readers
 
 local id = ARGV[7]
 -- read phase: the job, its lane and its idempotency key
-local f = read_key("HMGET", job_key(id), "s", "g", "dn")
+local f = read_key("HMGET", job_key(id), "s", "g", "dn", "b")
 if not f[1] then return 0 end
+Batch.read(f[4])
 f[2] = f[2] or ""  -- the default lane is not stored
 local lk = lane_key(f[2])
 local lane_size = 0
@@ -34,7 +36,14 @@ if f[1] == "waiting" and redis.call("ZREM", lk, id) == 1 then
   waiting_delta = waiting_delta - 1
   if lane_size == 1 then leave_ring(f[2]) end
 end
-for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD, K_BLOCKED}) do
+-- a batch's child removed before it finished leaves the batch (total - 1):
+-- the batch may be finished now (includes/batch.lua)
+local finished = {completed = true, dead = true, cancelled = true}
+if f[4] and not finished[f[1]] then
+  Batch.moved(f[4], {t = -1, a = f[1] == "active" and -1 or 0}, nil, now)
+end
+for _, zkey in ipairs({K_DELAYED, K_RETRYING, K_ACTIVE, K_COMPLETED, K_DEAD, K_BLOCKED,
+    K_CANCELLED}) do
   redis.call("ZREM", zkey, id)
 end
 if f[1] == "delayed" or f[1] == "failed" or f[1] == "blocked" then count_delayed(f[2], -1) end

@@ -29,6 +29,7 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include batch
 -- @include readers
 
 local ids = {}
@@ -43,8 +44,9 @@ local order = ordering()
 local candidates, fields, reviving, lanes = {}, {}, {}, {}
 for _, id in ipairs(ids) do
   if reviving[id] == nil and redis.call("ZSCORE", K_DEAD, id) then
-    local f = read_key("HMGET", job_key(id), "p", "g", "k", "dd", "df", "dx")
+    local f = read_key("HMGET", job_key(id), "p", "g", "k", "dd", "df", "dx", "b")
     if not f[1] then missing_job(id) end
+    Batch.read(f[7])
     if f[3] then read_key("EXISTS", idem_key(f[3])) end
     read_lane(lanes, f[2])
     if f[4] then f.deps = cjson.decode(f[4]) end
@@ -119,6 +121,8 @@ if order ~= "mint" and arrivals > 1 then reserve_arrivals(arrivals) end
 local now = fmt(now_ms())
 for _, id in ipairs(moved) do
   local jk, f = job_key(id), fields[id]
+  -- a revived child of a batch is not dead any more (its callbacks that fired stay fired)
+  if f[7] then Batch.moved(f[7], {d = -1}, nil, tonumber(now)) end
   if f[3] then redis.call("PERSIST", idem_key(f[3])) end
   -- it reads its completed dependencies' results again: retention keeps them
   for _, dep in ipairs(f.done) do

@@ -7,7 +7,7 @@
 --
 -- Returns: {counts, lanes, turn, totals, last, more} where
 --   counts = {waiting, delayed, failed, active, completed, dead, ring_length,
---             paused ("1"/"0"), ordering, counter, blocked}
+--             paused ("1"/"0"), ordering, counter, blocked, cancelled}
 --   lanes  = {lane1, backlog1, weight1, served1, lane2, ...}: the ring's first
 --            lanes (the rest, and the parked lanes, come from laneList pages)
 --   turn   = {lane or "", claims left or ""}
@@ -32,6 +32,7 @@ local counts = {
   redis.call("HGET", K_META, "o") or "",
   redis.call("GET", K_COUNTER) or "0",
   redis.call("ZCARD", K_BLOCKED),
+  redis.call("ZCARD", K_CANCELLED),
 }
 -- the first page of the ring (bounded); the client reads the rest of the ring
 -- and the parked lanes with laneList pages (echomq.lanepages)

@@ -31,11 +31,21 @@ local function read_releases(entries, budget, lanes)
   local plan, left = {}, budget
   for _, member in ipairs(entries) do
     local parent, why = member, nil
+    local batch = nil   -- a batch they depend on (includes/batch.lua)
     if string.sub(member, 1, 1) == "!" then
       parent = string.sub(member, 2)
-      local s = read_key("HGET", job_key(parent), "s")
+      local s
+      if Batch.is_id(parent) then
+        batch = Batch.read(parent)
+        s = batch and Batch.state(batch)
+        s = (s == "failed" or s == "cancelled") and "dead" or s
+      else
+        s = read_key("HGET", job_key(parent), "s")
+      end
       if s == "dead" then
-        why = "died"
+        why = batch and ("ended " .. Batch.state(batch)) or "died"
+      elseif s == "cancelled" then
+        why = "was cancelled"
       elseif not s then
         why = "was removed"
       elseif s ~= "completed" then
@@ -44,13 +54,15 @@ local function read_releases(entries, budget, lanes)
     end
     local dk = dependents_key(parent)
     local size = read_key("SCARD", dk)
-    if not why then read_key("EXISTS", readers_key(parent)) end
+    batch = batch or Batch.is_id(parent)  -- a batch has no result to read: no readers
+    if not why and not batch then read_key("EXISTS", readers_key(parent)) end
     local members, fields = {}, {}
     if why ~= "alive" and size > 0 and left > 0 then
       members = read_key("SRANDMEMBER", dk, math.min(left, size))
       for i, id in ipairs(members) do
-        local f = read_key("HMGET", job_key(id), "s", "dp", "p", "g", "k", "dn", "df")
+        local f = read_key("HMGET", job_key(id), "s", "dp", "p", "g", "k", "dn", "df", "b")
         if why and f[5] then read_key("EXISTS", idem_key(f[5])) end
+        if why then Batch.read(f[8]) end
         read_lane(lanes, f[4])
         fields[i] = f
       end
@@ -58,7 +70,7 @@ local function read_releases(entries, budget, lanes)
     end
     local rest = why == "alive" and 0 or size - #members
     plan[#plan + 1] = {member = member, parent = parent, why = why, members = members,
-      fields = fields, rest = rest}
+      fields = fields, rest = rest, batch = batch}
   end
   return plan
 end
@@ -76,6 +88,7 @@ local function kill_dependent(id, f, parent, why, now)
   emit("dead", id, f[4], "e", "dependency " .. parent .. " " .. why)
   expire_idem(f[5], OPT.keep_dead_ms)
   orphan_dependents(id, f[6], now)
+  if f[8] then Batch.moved(f[8], {d = 1}, id, now) end
   wake_waiters(id, now)
 end
 
@@ -94,7 +107,7 @@ local function apply_releases(plan, now)
       local f = entry.fields[i]
       if f[1] == "blocked" and not killed[id] then
         done = done + 1
-        if not entry.why then readers[#readers + 1] = id end
+        if not entry.why and not entry.batch then readers[#readers + 1] = id end
         if entry.why and f[7] ~= "run" then
           kill_dependent(id, f, entry.parent, entry.why, now)
           killed[id] = true

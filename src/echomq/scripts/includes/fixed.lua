@@ -51,6 +51,8 @@
 -- KEYS[23] blocked    zset: id -> time added (ms), jobs waiting for their dependencies
 -- KEYS[24] releasing  zset: id -> completion time (ms), completed jobs whose
 --                      dependents are still being released (includes/dependencies.lua)
+-- KEYS[25] cancelled  zset: id -> time cancelled (ms), children of a cancelled
+--                      batch that never ran (includes/batch.lua)
 --
 -- A script whose first line is "-- @keys N" takes N keys of its own instead
 -- (echomq/scripts/__init__.py); adding a fixed key renames no script.
@@ -79,7 +81,7 @@ local K_ACTIVE, K_COMPLETED, K_DEAD, K_WAKE
 local K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER
 local K_LANECTL, K_LANEWAKE, K_GONE
 local K_SCHEDULES, K_FIRES, K_FIRED
-local K_BLOCKED, K_RELEASING
+local K_BLOCKED, K_RELEASING, K_CANCELLED
 
 local PREFIX
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
@@ -118,7 +120,7 @@ local function start_call(KEYS, ARGV)
   K_SETTINGS, K_EVENTS, K_WAITERS, K_RENUMBER = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
   K_LANECTL, K_LANEWAKE, K_GONE = KEYS[17], KEYS[18], KEYS[19]
   K_SCHEDULES, K_FIRES, K_FIRED = KEYS[20], KEYS[21], KEYS[22]
-  K_BLOCKED, K_RELEASING = KEYS[23], KEYS[24]
+  K_BLOCKED, K_RELEASING, K_CANCELLED = KEYS[23], KEYS[24], KEYS[25]
   PREFIX = ARGV[1]
   -- the whole hash (a handful of fields, only the names settings.py allows;
   -- usually none): cheaper than an HMGET naming all fourteen

@@ -235,8 +235,9 @@ end
 -- chunk.)
 local function bury(id, now, err, burial)
   if not burial then
-    local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn", "s")  -- s: found, not probed
+    local f = read_key("HMGET", job_key(id), "k", "g", "a", "dn", "s", "b")  -- s: found, not probed
     if f[1] then read_key("EXISTS", idem_key(f[1])) end
+    Batch.read(f[6])
     burial = {fields = f, victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})}
     if not err then return burial end
   end
@@ -248,5 +249,6 @@ local function bury(id, now, err, burial)
   apply_prune(K_DEAD, burial.victims)
   orphan_dependents(id, f[4], now)
   emit("dead", id, f[2], "a", f[3] or "0", "e", event_error(err))
+  if f[6] then Batch.moved(f[6], {a = f[5] == "active" and -1 or 0, d = 1}, id, now) end
   wake_waiters(id, now)
 end

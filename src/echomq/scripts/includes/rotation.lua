@@ -22,12 +22,14 @@
 --   served      lane -> jobs taken from it (false: it left the ring)
 --   gates       lane -> its gate, with the claims this call makes (taken)
 local Rotation = {}
+Rotation.NO_BATCH = {f = {}}
 
 -- The job fields a claim returns, in order (Job.from_claim reads them):
 -- positions 5 and 15 are the attempt and claim counts (set by the claim), 7
--- the score, 11 the stalls, 12 the idempotency key, 16 the expiry.
+-- the score, 11 the stalls, 12 the idempotency key, 16 the expiry, 21 the
+-- batch (includes/batch.lua).
 Rotation.LEASE_FIELDS = {"n", "d", "p", "g", "a", "m", "sc", "c", "e", "tb", "st", "k", "at",
-  "pg", "cl", "x", "h", "si", "sf", "tg"}
+  "pg", "cl", "x", "h", "si", "sf", "tg", "b"}
 
 -- The ring list as the write phase will see it, read lazily in chunks of
 -- ``chunk`` lanes: ``front`` the part read (lanes put back after a lane
@@ -269,6 +271,12 @@ function Rotation.serve(p, c, take, now)
       p.dying[#p.dying + 1] = id
       p.dropped = p.dropped + 1
       if h[12] then read_key("EXISTS", idem_key(h[12])) end
+      Batch.read(h[21])
+    elseif h[21] and (Batch.read(h[21]) or Rotation.NO_BATCH).f.k then
+      -- a child of a batch being cancelled: lease() cancels it, it never runs
+      p.jobs[id] = h
+      p.dropped = p.dropped + 1
+      if h[12] then read_key("EXISTS", idem_key(h[12])) end
     else
       p.jobs[id] = h
       leased = leased + 1
@@ -403,6 +411,13 @@ function Rotation.lease(id, h, now, deadline, claimed_at, out)
     emit("expired", id, h[4])
     bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")
     return false
+  end
+  if h[21] and Batch.seen[h[21]] then
+    if Batch.seen[h[21]].f.k then
+      Batch.cancel_child(id, h[21], h[4], h[12], now)
+      return false
+    end
+    Batch.moved(h[21], {a = 1}, nil, now)
   end
   local attempts, claims = (tonumber(h[5]) or 0) + 1, (tonumber(h[15]) or 0) + 1
   redis.call("HSET", job_key(id), "s", "active", "a", attempts, "cl", claims, "l", deadline,

@@ -110,8 +110,9 @@ local function read_expired(now, prune_dead, limit)
   local buried, freed = {}, {}
   for i, id in ipairs(expired) do
     -- a hash that is gone (see read_due) is dropped by reap, counted
-    local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn")
+    local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn", "b")
     if f[5] then read_key("EXISTS", idem_key(f[5])) end
+    Batch.read(f[7])
     read_lane(lanes, f[3])
     if f[1] and not freed[f[3] or ""] then
       freed[f[3] or ""] = true
@@ -154,10 +155,12 @@ local function reap(plan, now)
         emit("dead", id, f[3], "e", err)
         expire_idem(f[5], OPT.keep_dead_ms)
         orphan_dependents(id, f[6], now)
+        if f[7] then Batch.moved(f[7], {a = -1, d = 1}, id, now) end
         dead_pairs[#dead_pairs + 1] = fmt(now)
         dead_pairs[#dead_pairs + 1] = id
       else
         redis.call("HSET", jk, "st", stalls, "s", "waiting")
+        if f[7] then Batch.moved(f[7], {a = -1}, nil, now) end
         enter_lane(f[3], id, renamed[id] or f[4])  -- renumbered in this very call?
       end
       reaped = reaped + 1

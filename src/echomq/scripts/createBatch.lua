@@ -1,0 +1,46 @@
+-- createBatch: make a new, open batch (includes/batch.lua).
+--
+-- KEYS: the fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
+-- ARGV[8]     the batch id (bat_…)
+-- ARGV[9]     its callbacks, one JSON object: {"s"|"c"|"d": [id, name, data
+--             (JSON text), tier, lane ("" = default), delay_ms, max_attempts
+--             (-n = none given: the stored setting, else n)]} for on_success,
+--             on_complete, on_death (checked by the client: echomq/batches.py)
+--
+-- Returns: the creation time (ms), E_ORDERING (-3) if the queue exists with
+--          the other ordering, {E_INVALID_STATE (-6), "taken"} if the id is in
+--          use (nothing is written then).
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include events
+-- @include lanes
+-- @include controls
+-- @include batch
+-- @include format
+
+local requested, id = ARGV[7], ARGV[8]
+local callbacks = cjson.decode(ARGV[9])
+-- read phase: the queue's ordering, the batch (a new id) and its callbacks' ids
+local stored = redis.call("HGET", K_META, "o")
+if stored and stored ~= requested then return E_ORDERING end
+if Batch.read(id) then return {E_INVALID_STATE, "taken"} end
+for _, spec in pairs(callbacks) do
+  if read_key("EXISTS", job_key(spec[1])) == 1 then return {E_INVALID_STATE, "taken"} end
+end
+-- write phase
+local now = now_ms()
+if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
+local fields = {"t", 0, "c", 0, "d", 0, "x", 0, "a", 0, "n", 0, "ca", fmt(now)}
+for _, w in ipairs({"s", "c", "d"}) do
+  if callbacks[w] then
+    fields[#fields + 1] = "o" .. w
+    fields[#fields + 1] = cjson.encode(callbacks[w])
+  end
+end
+redis.call("HSET", Batch.key(id), unpack(fields))
+emit("batch_created", id, nil)
+flush_events()
+return fmt(now)
