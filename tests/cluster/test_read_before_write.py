@@ -38,6 +38,7 @@ from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
 from echomq.scripts import all_scripts, budget
+from echomq.batches import SyncBatch
 from echomq.scripts.library import READ_ONLY
 from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
@@ -342,6 +343,77 @@ def _prune_from_moved_tag(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.maintain(), b.q.engine.keys.tag("customer", "3")
 
 
+def _batch_with(b: Busy, children: int, **callbacks: Any) -> SyncBatch:
+    """A batch of ``children`` in lane z, then two jobs of no batch there (the ring
+    keeps a lane when the children are claimed; lane z's turn goes on: the turn
+    hash stays)."""
+    b.q.set_weight("z", 5)
+    batch = b.q.batch(**callbacks)
+    batch.add_many([{"name": "child", "group": "z"} for _ in range(children)])
+    b.q.add_many([{"name": "z", "group": "z"}] * 2)
+    return batch
+
+
+def _add_to_moved_batch(b: Busy) -> tuple[Call[Any], str]:
+    """A child joins its batch: the batch's hash moved."""
+    batch = _batch_with(b, 1)
+    return b.q.engine.add_many([{"name": "x", "batch": batch.id}]), b.q.engine.keys.batch(batch.id)
+
+
+def _add_to_moved_batch_jobs(b: Busy) -> tuple[Call[Any], str]:
+    """A child is listed in its batch's children: that set moved."""
+    batch = _batch_with(b, 1)
+    call = b.q.engine.add_many([{"name": "x", "batch": batch.id}])
+    return call, b.q.engine.keys.batch_jobs(batch.id)
+
+
+def _create_batch(b: Busy) -> tuple[Call[Any], str]:
+    """A new batch's hash is on neither node while the slot migrates."""
+    return b.q.engine.create_batch(on_success={"name": "cb"}), ""
+
+
+def _close_fires_into_moved_key(b: Busy) -> tuple[Call[Any], str]:
+    """Closing a batch whose children all completed adds its callback: the
+    batch's done set (as_completed) moved."""
+    _lease_every_waiting_job(b)
+    batch = _batch_with(b, 1, on_success={"name": "cb"})
+    [job] = b.q.claim(1, 30.0)
+    b.q.complete(job)
+    return b.q.engine.close_batch(batch.id), b.q.engine.keys.batch_done(batch.id)
+
+
+def _complete_last_child(b: Busy) -> tuple[Call[Any], str]:
+    """The last child's completion fires the callbacks: the batch's hash moved."""
+    _lease_every_waiting_job(b)
+    batch = _batch_with(b, 1, on_success={"name": "cb"}, on_complete={"name": "cc"})
+    batch.close()
+    [job] = b.q.claim(1, 30.0)
+    b.active.append(job)
+    return b.q.engine.complete_many([(job, 1)]), b.q.engine.keys.batch(batch.id)
+
+
+def _fail_last_child(b: Busy) -> tuple[Call[Any], str]:
+    """The last child's death fires on_death: the batch's hash moved."""
+    _lease_every_waiting_job(b)
+    batch = _batch_with(b, 1, on_death={"name": "cd"})
+    batch.close()
+    [job] = b.q.claim(1, 30.0)
+    b.active.append(job)
+    return b.q.engine.fail(job, "no", retry=False), b.q.engine.keys.batch(batch.id)
+
+
+def _cancel_moved_batch(b: Busy) -> tuple[Call[Any], str]:
+    """Cancelling a batch reads its children: that set moved."""
+    batch = _batch_with(b, 3)
+    return b.q.engine.cancel_batch(batch.id), b.q.engine.keys.batch_jobs(batch.id)
+
+
+def _batch_done_moved(b: Busy) -> tuple[Call[Any], str]:
+    """as_completed's read registers a wait: the batch's hash moved."""
+    batch = _batch_with(b, 1)
+    return b.q.engine.batch_done(batch.id, 0, 5.0), b.q.engine.keys.batch(batch.id)
+
+
 #: scenario -> (the script it sends, how to make the call and which key to move)
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "claim_queue_rate": ("claim", _queue_rate),
@@ -354,6 +426,14 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "maintain_held_dependency": ("maintain", _prune_held_dependency),
     "fire_schedules": ("fireSchedules", _fire_into_moved_lane),
     "add_tagged": ("add", _add_to_moved_tag),
+    "add_to_batch": ("add", _add_to_moved_batch),
+    "add_to_batch_jobs": ("add", _add_to_moved_batch_jobs),
+    "create_batch": ("createBatch", _create_batch),
+    "close_batch_fires": ("closeBatch", _close_fires_into_moved_key),
+    "complete_last_child": ("completeMany", _complete_last_child),
+    "fail_last_child": ("fail", _fail_last_child),
+    "cancel_batch": ("cancelBatch", _cancel_moved_batch),
+    "batch_done": ("batchDone", _batch_done_moved),
     "remove_tagged": ("remove", _remove_from_moved_tag),
     "maintain_tagged": ("maintain", _prune_from_moved_tag),
     # a new job's hash is not on the source while the slot migrates

@@ -150,13 +150,21 @@ def test_features_of_one_queue_cost_another_nothing(
     b = make_sync(queue_name + "-b")
     before = plain_counts(a, redis_client)
     # queue B uses every feature: stored settings, queue-wide limits, lane
-    # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags
+    # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
+    # a batch (its children, a fan-in on it, a cancelled one with its cancelled child)
     b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
     parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
     b.add("child", 1, depends_on=[parent])
     b.add("capped", 1, group="g")
     b.add("paused", 1, group="p")
     b.add("tagged", 1, group="p", tags={"customer": "42"})
+    batch = b.batch(on_success={"name": "done"}, on_complete={"name": "done"})
+    batch.add("batched", 1, group="p")
+    batch.close()
+    b.add("fan_in", 1, depends_on=[batch.id])
+    gone = b.batch()
+    gone.add("batched", 1, group="p")
+    b.cancel_batch(gone.id)
     b.set_lane("g", concurrency=1, rate=(5, 1.0), max_waiting=100)
     b.set_lane("p", paused=True)
     b.schedule("tick", every=60.0, name="tick")
