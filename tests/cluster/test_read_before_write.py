@@ -35,10 +35,10 @@ import redis
 
 from clock import wait_past
 from echomq import SyncQueue, ids
+from echomq.batches import SyncBatch
 from echomq.call import Call
 from echomq.job import Job
 from echomq.scripts import all_scripts, budget
-from echomq.batches import SyncBatch
 from echomq.scripts.library import READ_ONLY
 from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
