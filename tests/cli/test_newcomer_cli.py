@@ -54,6 +54,7 @@ def test_queues_lists_counts_lanes_paused_and_last_activity(
         "completed": 0,
         "dead": 0,
         "blocked": 0,
+        "cancelled": 0,
     }
     assert row["lanes"] == 1 and row["paused"] is True
     assert row["last_activity"] is not None  # the adds

@@ -25,6 +25,7 @@ def test_stats_json_counts_states_and_lanes(cli: RunCli, sq: SyncQueue) -> None:
         "completed": 0,
         "dead": 0,
         "blocked": 0,
+        "cancelled": 0,
     }
     assert data["lanes"] == {"acme": 2, "": 2}
     assert data["totals"]["added"] == 6

@@ -25,7 +25,7 @@ import redis
 
 from echomq.keys import QueueKeys
 
-_STATE_SETS = ("delayed", "active", "completed", "dead", "blocked")
+_STATE_SETS = ("delayed", "active", "completed", "dead", "blocked", "cancelled")
 _BATCH = 500
 
 

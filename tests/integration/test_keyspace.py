@@ -60,6 +60,7 @@ def test_every_script_takes_the_fixed_keys_in_order() -> None:
         "fired",
         "blocked",
         "releasing",
+        "cancelled",
     ]
     keys = QueueKeys("q")
     assert [k.rsplit(":", 1)[1] for k in keys.fixed()] == names

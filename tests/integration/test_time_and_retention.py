@@ -81,6 +81,7 @@ def test_maintain_promotes_and_reports_the_next_fire(sq: SyncQueue) -> None:
         "completed": 0,
         "dead": 0,
         "blocked": 0,
+        "cancelled": 0,
     }
 
 

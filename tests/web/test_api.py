@@ -35,6 +35,7 @@ def test_queue_list_counts_and_discovery(
         "completed": 0,
         "dead": 0,
         "blocked": 0,
+        "cancelled": 0,
     }
     assert row["totals"]["added"] == 3
     assert row["ordering"] == "composite"
