@@ -50,7 +50,11 @@ class Workers:
             **os.environ,
             "FAULT_URL": url,
             "FAULT_SIDE_URL": side_url or url,
-            "PYTHONPATH": str(TESTS_DIR),
+            # the tests' helpers, then the code under test (a worktree's src/ given
+            # in PYTHONPATH must win over the venv's editable install)
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p
+            ),
             **(env or {}),
         }
         self.procs: list[subprocess.Popen[bytes]] = []
