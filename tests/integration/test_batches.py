@@ -285,3 +285,44 @@ def test_bad_input_writes_nothing(make_sync: Callable[..., SyncQueue], redis_cli
     assert other.batch_status(b.id).total == MAX_CHILDREN - 1
     b.add("child")
     assert other.batch_status(b.id).total == MAX_CHILDREN
+
+
+@pytest.mark.slow
+def test_a_batch_of_100_000_children(sq: SyncQueue, request: pytest.FixtureRequest) -> None:
+    """The most children a batch holds: added in chunks, closed, run, cancelled
+    work bounded per call; the callbacks fire once, at the last completion."""
+    if request.node.callspec.params.get("backend") != "valkey":
+        pytest.skip("one backend is enough for the size")
+    started = time.monotonic()
+    b = sq.batch(on_success={"name": "cb_success"}, on_complete={"name": "cb_complete"})
+    for first in range(0, MAX_CHILDREN, 5_000):
+        b.add_many([{"name": "child"}] * 5_000)
+    added = time.monotonic()
+    with pytest.raises(InvalidOption, match="100,000"):
+        b.add("child")
+    b.close()
+    status_started = time.perf_counter()
+    status = sq.batch_status(b.id)
+    status_seconds = time.perf_counter() - status_started
+    assert (status.total, status.waiting, status.state) == (MAX_CHILDREN, MAX_CHILDREN, "running")
+    callbacks: list[Job] = []
+    while jobs := sq.claim(5_000):
+        children = [job for job in jobs if job.name == "child"]
+        callbacks += [job for job in jobs if job.name != "child"]
+        assert sq.batch_status(b.id).active == len(children)
+        if children:
+            sq.complete_many([(job, None) for job in children])
+        for job in jobs:
+            if job.name != "child":
+                sq.complete(job)
+    callbacks += sq.claim(10)
+    ran = time.monotonic()
+    assert sorted(job.name for job in callbacks) == ["cb_complete", "cb_success"]
+    status = sq.batch_status(b.id)
+    assert (status.completed, status.state) == (MAX_CHILDREN, "succeeded")
+    print(
+        f"\n100,000 children: added in {added - started:.1f} s (20 x add_many of 5,000), "
+        f"run in {ran - added:.1f} s (claim 5,000 + complete_many); "
+        f"batch_status {status_seconds * 1000:.2f} ms"
+    )
+    assert ran - started < 60
