@@ -295,7 +295,7 @@ def test_a_batch_of_100_000_children(sq: SyncQueue, request: pytest.FixtureReque
         pytest.skip("one backend is enough for the size")
     started = time.monotonic()
     b = sq.batch(on_success={"name": "cb_success"}, on_complete={"name": "cb_complete"})
-    for first in range(0, MAX_CHILDREN, 5_000):
+    for _ in range(0, MAX_CHILDREN, 5_000):
         b.add_many([{"name": "child"}] * 5_000)
     added = time.monotonic()
     with pytest.raises(InvalidOption, match="100,000"):
