@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "score": "echomq.cli.score:score",
     "dead": "echomq.cli.dead:dead",
     "schedules": "echomq.cli.schedules:schedules",
+    "batch": "echomq.cli.batches:batch",
     "server": "echomq.cli.server:server",
     "dashboard": "echomq.cli.dashboard:dashboard",
 }
