@@ -326,3 +326,37 @@ def test_a_batch_of_100_000_children(sq: SyncQueue, request: pytest.FixtureReque
         f"batch_status {status_seconds * 1000:.2f} ms"
     )
     assert ran - started < 60
+
+
+def test_tasks_join_batches_and_make_callbacks(sq: SyncQueue) -> None:
+    @sq.task(name="resize")
+    def resize(image: int) -> int:
+        return image
+
+    @sq.task(name="report")
+    def report(run: int) -> int:
+        return run
+
+    with sq.batch(on_complete=report.prepare(7)) as b:
+        child = resize.enqueue_with(batch=b.id).enqueue(1)
+    assert sq.get(child).batch == b.id  # type: ignore[union-attr]
+    [job] = sq.claim(1)
+    sq.complete(job, 1)
+    [callback] = sq.claim(1)
+    assert (callback.name, callback.data, callback.batch) == ("report", {"args": [7]}, b.id)
+    assert report.run_job(callback) == 7
+    with pytest.raises(InvalidOption, match="not a job spec"):
+        sq.batch(on_success=report)
+
+
+def test_sync_as_completed_ends_when_every_child_finished(sq: SyncQueue) -> None:
+    with sq.batch() as b:
+        ids = b.add_many([{"name": "child", "max_attempts": 1}] * 3)
+    for job in sq.claim(3):
+        if job.id == ids[1]:
+            sq.fail(job, "no", retry=False)
+        else:
+            sq.complete(job)
+    finished = list(sq.as_completed(b.id))
+    assert sorted(job.id for job in finished) == sorted(ids)
+    assert {job.state for job in finished} == {State.COMPLETED, State.DEAD}
