@@ -375,3 +375,32 @@ def test_info_names_an_evicting_server(
     assert d.http.get("/api/info").json()["eviction"] == "volatile-lru"
     safe = start_dashboard(backend_url)
     assert safe.http.get("/api/info").json()["eviction"] is None
+
+
+def test_a_batch_and_its_cancel(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    b = sq.batch(on_complete={"name": "done"})
+    b.add_many([{"name": "child"}] * 4)
+    b.close()
+    sq.complete(sq.claim(1)[0])
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    view = d.http.get(f"/api/queues/{sq.name}/batches/{b.id}").json()
+    assert (view["total"], view["completed"], view["waiting"], view["state"]) == (
+        4,
+        1,
+        3,
+        "running",
+    )
+    assert view["progress"] == 0.25 and view["callbacks"] == {"on_complete": None}
+    unknown = "bat_" + b.id[4:-1] + ("0" if b.id[-1] != "0" else "1")
+    assert d.http.get(f"/api/queues/{sq.name}/batches/{unknown}").status_code in (400, 404)
+    refused = d.http.post(
+        f"/api/queues/{sq.name}/batches/cancel", json={"batch": b.id}, headers=JSON
+    )
+    assert refused.status_code in (401, 403)
+    done = d.http.post(f"/api/queues/{sq.name}/batches/cancel", json={"batch": b.id}, headers=AUTH)
+    assert done.status_code == 200, done.text
+    body = done.json()
+    assert body["cancelled"] is True and body["batch"]["state"] == "cancelled"
+    assert body["batch"]["cancelled"] == 3

@@ -406,6 +406,21 @@ async def drop(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
     return {"dropped": queue.name, "jobs": jobs}
 
 
+async def batch_detail(request: Request) -> Response:
+    """A batch's progress (one read): counts by state, state, callbacks fired."""
+    queue = await queue_of(request)
+    status = await queue.batch_status(request.path_params["batch_id"])
+    return JSONResponse(views.batch_view(status))
+
+
+async def cancel_batch(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
+    batch_id = body.get("batch")
+    if not isinstance(batch_id, str):
+        raise InvalidOption(f"batch {batch_id!r:.80} must be a batch id (a string)")
+    cancelled = await queue.cancel_batch(batch_id)
+    return {"cancelled": cancelled, "batch": views.batch_view(await queue.batch_status(batch_id))}
+
+
 def routes() -> list[Route]:
     q = "/api/queues/{queue}"
     return [
@@ -415,6 +430,7 @@ def routes() -> list[Route]:
         Route(q + "/jobs", list_jobs),
         Route(q + "/jobs/{job_id}", job_detail),
         Route(q + "/jobs/{job_id}/fields/{field}", job_field),
+        Route(q + "/batches/{batch_id}", batch_detail),
         Route("/api/score", score),
         Route("/api/audit", audit),
         Route("/metrics", prometheus),
@@ -426,4 +442,5 @@ def routes() -> list[Route]:
         Route(q + "/dead/retry", action("retry_dead", retry_dead), methods=["POST"]),
         Route(q + "/dead/purge", action("purge_dead", purge_dead), methods=["POST"]),
         Route(q + "/drop", action("drop", drop), methods=["POST"]),
+        Route(q + "/batches/cancel", action("cancel_batch", cancel_batch), methods=["POST"]),
     ]

@@ -23,7 +23,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from echomq.errors import EchoMQError, InvalidInput, JobNotFound, PoolTimeout, ServerError
+from echomq.errors import (
+    BatchNotFound,
+    EchoMQError,
+    InvalidInput,
+    JobNotFound,
+    PoolTimeout,
+    ServerError,
+)
 from echomq.keys import check_name
 from echomq.queue import Queue
 from echomq.urls import redact_url, resolve_url
@@ -79,7 +86,7 @@ def _error(status: int, exc: BaseException) -> Response:
 async def _on_echomq_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, InvalidInput):
         return _error(400, exc)
-    if isinstance(exc, JobNotFound):
+    if isinstance(exc, JobNotFound | BatchNotFound):
         return _error(404, exc)
     if isinstance(exc, ServerError | PoolTimeout):  # unreachable, or every connection busy
         return _error(503, exc)

@@ -6,8 +6,10 @@ and by ``group`` (null for the default lane) for requests.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from echomq.batches import BatchStatus
 from echomq.job import Job
 from echomq.reports import JobPreview, LaneInfo, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
@@ -153,3 +155,13 @@ def weights_view(weights: dict[str | None, int]) -> list[dict[str, Any]]:
         {"group": g, "label": lane_label(g), "weight": w}
         for g, w in sorted(weights.items(), key=lambda kv: lane_label(kv[0]))
     ]
+
+
+def batch_view(status: BatchStatus) -> dict[str, Any]:
+    """A batch for the page: its counts, state, progress (finished of total) and
+    callbacks (each one's job id once fired, else null)."""
+    view = dataclasses.asdict(status)
+    view["created_at"] = status.created_at.isoformat() if status.created_at else None
+    view["finished"] = status.finished
+    view["progress"] = round(status.finished / status.total, 4) if status.total else 1.0
+    return view
