@@ -468,3 +468,24 @@ def test_inspector_marks_a_long_payload_truncated_and_downloads_it_whole(
     saved = Path(download.value.path()).read_bytes()
     assert saved == orjson.dumps(data)
     assert download.value.suggested_filename == f"{job_id}-data.json"
+
+
+def test_the_inspector_shows_a_childs_batch(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    b = sq.batch(on_success={"name": "done"}, on_death={"name": "alarm"})
+    first, *_ = b.add_many([{"name": "child", "data": "<b>x</b>"}] * 4)
+    b.close()
+    sq.complete(sq.claim(1)[0])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.click('#job-tabs button[data-state="completed"]')
+    page.wait_for_selector(f'#jobs tr[data-job-id="{first}"]')
+    page.click(f'#jobs tr[data-job-id="{first}"]')
+    page.wait_for_selector(f'#inspector .batch[data-batch="{b.id}"]')
+    box = page.text_content("#inspector .batch") or ""
+    assert "1 of 4 finished: running" in box
+    assert "waiting 3 · active 0 · completed 1 · dead 0 · cancelled 0" in box
+    assert "on_success: not fired" in box and "on_death: not fired" in box
+    assert page.get_attribute("#inspector .batch progress", "value") == "1"
+    assert f"batch{b.id}" in (page.text_content("#inspector table.fields") or "")

@@ -82,6 +82,7 @@ def job_detail(preview: JobPreview, download: str) -> dict[str, Any]:
         "dependencies": job.dependencies,
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
+        "batch": job.batch,
         "score_fields": score_view(job.score),
         "truncated": truncated,
     }

@@ -10,7 +10,7 @@ const TIER_BITS = 21;
 const COUNTER_BITS = 32;
 const MAX_TIER = 2 ** TIER_BITS - 1;
 const MAX_COUNTER = 2 ** COUNTER_BITS - 1;
-const STATES = ["waiting", "delayed", "failed", "active", "completed", "dead", "blocked"];
+const STATES = ["waiting", "delayed", "failed", "active", "completed", "dead", "blocked", "cancelled"];
 const TOKEN_KEY = "echomq-token";
 const SERIES = [["added", "#3b82f6"], ["completed", "#16a34a"], ["failed", "#dc2626"]];
 const PAGE = 50; // rows per page of a job list (the API allows up to 200)
@@ -489,7 +489,8 @@ function renderInspector(job) {
     field("finished", job.finished_at), field("depends on", (job.dependencies || []).join(", ") || null),
     field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
     field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
-    field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
+    field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null),
+    field("batch", job.batch));
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
     el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
   const cut = job.truncated || {};
@@ -504,6 +505,30 @@ function renderInspector(job) {
   $("inspector").replaceChildren(...parts);
   $("inspector").dataset.jobId = job.id;
   $("inspector").dataset.state = job.state;
+  if (job.batch) loadBatch(job.batch, job.id);
+}
+
+// The batch of the inspected job: a progress bar, its state, its children by
+// state and which callbacks fired (GET /api/queues/{q}/batches/{id}).
+async function loadBatch(batchId, jobId) {
+  let batch;
+  try {
+    batch = await api(qpath(`/batches/${encodeURIComponent(batchId)}`));
+  } catch (err) {
+    batch = null;
+  }
+  if ($("inspector").dataset.jobId !== jobId) return;  // another job is shown now
+  const box = el("div", { class: "batch", dataset: { batch: batchId } }, el("h4", { text: `batch ${batchId}` }));
+  if (!batch) {
+    box.append(el("p", { text: "gone (expired with its retention)" }));
+  } else {
+    box.append(
+      el("progress", { max: String(batch.total || 1), value: String(batch.finished) }),
+      el("span", { class: "batch-state", text: ` ${batch.finished} of ${batch.total} finished: ${batch.state}${batch.closed ? "" : " (open)"}` }),
+      el("p", { class: "small", text: ["waiting", "active", "completed", "dead", "cancelled"].map((s) => `${s} ${batch[s]}`).join(" · ") }),
+      el("p", { class: "small", text: Object.entries(batch.callbacks).map(([name, id]) => `${name}: ${id ? `fired (${id})` : "not fired"}`).join(" · ") || "no callbacks" }));
+  }
+  $("inspector").append(box);
 }
 
 const bytes = (n) => (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} bytes`);
