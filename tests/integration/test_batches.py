@@ -360,3 +360,30 @@ def test_sync_as_completed_ends_when_every_child_finished(sq: SyncQueue) -> None
     finished = list(sq.as_completed(b.id))
     assert sorted(job.id for job in finished) == sorted(ids)
     assert {job.state for job in finished} == {State.COMPLETED, State.DEAD}
+
+
+def test_cancel_in_steps_and_a_claim_between_them_runs_nothing(sq: SyncQueue) -> None:
+    from echomq.engine.batches import CANCEL_PAGE
+    from echomq.steps import Next
+
+    b = sq.batch(on_complete={"name": "cb_complete"})
+    b.add_many([{"name": "child"}] * (2 * CANCEL_PAGE + 100))
+    b.close()
+    first = sq.sender.send(sq.engine.cancel_batch(b.id))
+    assert isinstance(first, Next)  # one page done, more to go
+    assert sq.batch_status(b.id).cancelled == CANCEL_PAGE
+    # a claim before the next step meets children of the cancelled batch: it
+    # cancels them instead of leasing them (they never run)
+    assert sq.claim(50) == []
+    assert sq.batch_status(b.id).cancelled == CANCEL_PAGE + 50
+    step: Any = first
+    calls = 1
+    while isinstance(step, Next):
+        step = sq.sender.send(step.call)
+        calls += 1
+    assert step is True and calls == 3
+    status = sq.batch_status(b.id)
+    everyone = 2 * CANCEL_PAGE + 100
+    assert (status.cancelled, status.waiting, status.state) == (everyone, 0, "cancelled")
+    assert sq.stats().counts["cancelled"] == 2 * CANCEL_PAGE + 100
+    assert sq.claim(10) == [] and sq.jobs("delayed") == []  # and no callback
