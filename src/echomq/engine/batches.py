@@ -31,8 +31,10 @@ from echomq.job import Job
 from echomq.options import check_int, check_seconds
 from echomq.steps import Next
 
-#: children one cancelBatch.lua call handles at most (bounded work per call).
-CANCEL_PAGE = 500
+#: children one cancelBatch.lua call handles at most (bounded work per call). As
+#: many as one call prunes from the cancelled set (PRUNE_BUDGET, retention.lua),
+#: so that set stays within the dead jobs' retention count plus one page.
+CANCEL_PAGE = 100
 #: most calls one cancel_batch takes (100,000 children / CANCEL_PAGE, and room).
 MAX_CANCEL_CALLS = 100_000 // CANCEL_PAGE + 10
 #: finished children one as_completed read returns at most.

@@ -105,8 +105,9 @@ end
 -- Tell an as_completed() waiting on the batch (a wait() entry under its id,
 -- includes/retention.lua "Waiters") that a child finished; once per call.
 function Batch.wake(b, now)
-  if b.woken or not redis.call("ZSCORE", K_WAITERS, b.id) then return end
-  b.woken = true
+  if b.woken then return end
+  b.woken = true  -- looked once: no wait registers during this call
+  if not redis.call("ZSCORE", K_WAITERS, b.id) then return end
   redis.call("SPUBLISH", PREFIX .. "done", b.id)
   redis.call("ZADD", K_WAITERS, "XX", "LT", fmt(now + 10000), b.id)  -- WAIT_GRACE_MS
 end
@@ -120,7 +121,9 @@ function Batch.settle(b, now)
     if b.f.e then  -- a revived child: running again
       b.f.e = nil
       redis.call("HDEL", Batch.key(b.id), "e")
-      redis.call("PERSIST", Batch.key(b.id))
+      for _, key in ipairs({Batch.key(b.id), Batch.jobs_key(b.id), Batch.done_key(b.id)}) do
+        redis.call("PERSIST", key)
+      end
     end
     return
   end
