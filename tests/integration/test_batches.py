@@ -375,8 +375,10 @@ def test_cancel_in_steps_and_a_claim_between_them_runs_nothing(sq: SyncQueue) ->
     assert sq.batch_status(b.id).cancelled == CANCEL_PAGE
     # a claim before the next step meets children of the cancelled batch: it
     # cancels them instead of leasing them (they never run)
+    # (it goes on past the 20 asked while it finds none to lease, up to its budget
+    # of jobs it may drop: EXPIRED_BUDGET, includes/time.lua)
     assert sq.claim(20) == []
-    assert sq.batch_status(b.id).cancelled == CANCEL_PAGE + 20
+    assert CANCEL_PAGE + 20 <= sq.batch_status(b.id).cancelled <= CANCEL_PAGE + 70
     step: Any = first
     calls = 1
     while isinstance(step, Next):
