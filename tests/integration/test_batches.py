@@ -389,3 +389,26 @@ def test_cancel_in_steps_and_a_claim_between_them_runs_nothing(sq: SyncQueue) ->
     assert (status.cancelled, status.waiting, status.state) == (everyone, 0, "cancelled")
     assert sq.stats().counts["cancelled"] == everyone
     assert sq.claim(10) == [] and sq.jobs("delayed") == []  # and no callback
+
+
+def test_a_child_past_its_expiry_dies_and_fires_on_death(sq: SyncQueue) -> None:
+    with sq.batch(**CALLBACKS) as b:
+        b.add("child", {"i": "late"}, expires=0.2)
+    time.sleep(0.4)  # past its expiry: the next claim buries it (never run)
+    callbacks = run_all(sq)
+    assert sorted(job.name for job in callbacks) == ["cb_complete", "cb_death"]
+    assert (sq.batch_status(b.id).dead, sq.batch_status(b.id).state) == (1, "failed")
+
+
+def test_depends_on_a_batch_and_a_job(sq: SyncQueue) -> None:
+    with sq.batch() as b:
+        b.add("child", {"i": "0"})
+    job = sq.add("solo", {})
+    fan_in = sq.add("fan_in", {}, depends_on=[b.id, job])
+    for claimed in sq.claim(2):
+        sq.complete(claimed, 1)
+    deadline = time.monotonic() + 10
+    while sq.get(fan_in).state is not State.WAITING:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline
+        sq.maintain()  # releases the batch's dependents (bounded steps)
+    assert sq.dependency_results(fan_in) == {b.id: None, job: 1}

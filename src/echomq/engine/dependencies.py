@@ -59,6 +59,8 @@ class DependencyRow(NamedTuple):
 
     def outcome(self) -> Any:
         """The dependency's result, or the DependencyFailed that stands for it."""
+        if is_batch_id(self.id):
+            return None  # a batch has no result (it succeeded: the job was released)
         if self.state == State.COMPLETED:
             return decode_payload(self.result)
         if self.state == State.DEAD:
