@@ -98,7 +98,7 @@ for i, job in ipairs(jobs) do
       for _, dep in ipairs(cjson.decode(job[12])) do
         local state
         if Batch.is_id(dep) then  -- a batch: done once it succeeded
-          local b = Batch.read(dep)
+          local b = Batch.read(dep, true)
           state = b and Batch.state(b)
           if state == "failed" or state == "cancelled" then return {E_NOT_FOUND, dep, state} end
           state = state and (state == "succeeded" and "batch" or "waiting")
@@ -122,7 +122,7 @@ for i, job in ipairs(jobs) do
     created_ids[id] = true
     local bid = job[16]
     if bid and bid ~= "" then
-      local b = Batch.read(bid)
+      local b = Batch.read(bid, true)  -- an add finishes no child
       if not b then return {E_INVALID_STATE, "batch", bid, "unknown", 0} end
       local why = b.f.k and "cancelled" or (b.f.cl and "closed")
       if why then return {E_INVALID_STATE, "batch", bid, why, Batch.num(b, "t")} end

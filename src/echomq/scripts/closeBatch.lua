@@ -21,6 +21,7 @@ local id = ARGV[7]
 local b = Batch.read(id)
 if not b then return E_NOT_FOUND end
 if b.f.cl or b.f.k then return Batch.state(b) end
+Batch.read_callbacks(b)  -- closing may make them due
 -- write phase
 local now = now_ms()
 b.f.cl = "1"

@@ -20,7 +20,8 @@
 -- A child carries its batch id in its field b. Every script that moves a
 -- child between the states the batch counts calls Batch.moved in its write
 -- phase, having called Batch.read in its read phase (read before write:
--- Batch.read reads the batch hash, its done set and each callback's job key).
+-- Batch.read reads the batch hash and, unless the caller finishes no child,
+-- its done set and the job key of each callback that may fire).
 -- A callback becomes due in the script of the transition that makes it due
 -- (Batch.settle), in the same atomic step, and never before the batch is
 -- closed: on_death at the first death, on_complete when every child has
@@ -42,27 +43,44 @@ function Batch.done_key(id) return PREFIX .. "batch:" .. id .. ":done" end
 function Batch.is_id(id) return string.sub(id, 1, 4) == "bat_" end
 
 -- Read phase: the batch ``id`` (nil: no batch, or none by that id), read once
--- per call; with it what its callbacks and as_completed will touch.
-function Batch.read(id)
+-- per call; with it what a child's finish touches (its done set and, once the
+-- batch is closed, the callbacks' job keys: Batch.read_finish). ``light``: the
+-- caller moves no child to a finish (an add, a claim): the batch's hash only.
+function Batch.read(id, light)
   if not id or id == "" or string.sub(id, 1, 1) == "^" then return nil end
   local b = Batch.seen[id]
-  if b ~= nil then return b or nil end
-  local raw = read_key("HGETALL", Batch.key(id))
-  if #raw == 0 then
-    Batch.seen[id] = false
-    return nil
+  if b == nil then
+    local raw = read_key("HGETALL", Batch.key(id))
+    if #raw == 0 then
+      Batch.seen[id] = false
+      return nil
+    end
+    b = {id = id, f = {}, cb = {}}
+    for i = 1, #raw, 2 do b.f[raw[i]] = raw[i + 1] end
+    Batch.seen[id] = b
   end
-  b = {id = id, f = {}, cb = {}}
-  for i = 1, #raw, 2 do b.f[raw[i]] = raw[i + 1] end
-  read_key("EXISTS", Batch.done_key(id))
+  if not b then return nil end
+  if not light then Batch.read_finish(b) end
+  return b
+end
+
+-- Read what a finish touches: the done set, and the callbacks that may fire
+-- (closed, not cancelled); closeBatch.lua reads them itself (Batch.read_callbacks).
+function Batch.read_finish(b)
+  if b.finish_read then return end
+  b.finish_read = true
+  read_key("EXISTS", Batch.done_key(b.id))
+  if b.f.cl and not b.f.k then Batch.read_callbacks(b) end
+end
+
+-- The callbacks not fired yet, and their job keys (new ids: read before write).
+function Batch.read_callbacks(b)
   for _, w in ipairs({"s", "c", "d"}) do
-    if b.f["o" .. w] and not b.f["f" .. w] then
+    if b.f["o" .. w] and not b.f["f" .. w] and not b.cb[w] then
       b.cb[w] = cjson.decode(b.f["o" .. w])
       read_key("EXISTS", job_key(b.cb[w][1]))
     end
   end
-  Batch.seen[id] = b
-  return b
 end
 
 function Batch.num(b, field) return tonumber(b.f[field]) or 0 end

@@ -272,7 +272,7 @@ function Rotation.serve(p, c, take, now)
       p.dropped = p.dropped + 1
       if h[12] then read_key("EXISTS", idem_key(h[12])) end
       Batch.read(h[21])
-    elseif h[21] and (Batch.read(h[21]) or Rotation.NO_BATCH).f.k then
+    elseif h[21] and (Batch.read(h[21], true) or Rotation.NO_BATCH).f.k then
       -- a child of a batch being cancelled: lease() cancels it, it never runs
       p.jobs[id] = h
       p.dropped = p.dropped + 1
