@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from echomq.errors import EchoMQError, PayloadError
+from echomq.joblogs import JobLog, check_level
 from echomq.keys import group_of
 from echomq.options import DEFAULT_MAX_PAYLOAD, MAX_JSON_DEPTH
 
@@ -161,6 +162,9 @@ class Job:
     schedule_id: str | None = None  # the schedule whose fire added this job
     fire_time: datetime | None = None  # that fire's time (server clock)
     tags: dict[str, str] | None = None  # add(tags=...): what find() finds it by
+    worker: str | None = None  # the id of the worker that ran its latest attempt
+    # set by the worker while a handler runs this job: the lines it logs (job.log)
+    _log: JobLog | None = field(default=None, repr=False, compare=False)
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
     # the Queue (or SyncQueue) whose claim returned this job, and the event loop
@@ -204,6 +208,29 @@ class Job:
             raise EchoMQError(f"job {self.id}: set_progress works only inside a worker's handler")
         return self._progress_sink(self, value)
 
+    def log(self, message: str, level: str | int = "INFO") -> None:
+        """Add a line to this job's log (``q.logs(job.id)``, ``echomq logs``) from
+        inside a handler; it is sent with the worker's next heartbeat or the
+        job's outcome. ``level`` a ``logging`` level name or number (a line
+        below the worker's ``job_log_level`` is kept all the same: it was asked
+        for). Outside a worker's handler it raises EchoMQError."""
+        name = check_level(level)
+        if not isinstance(message, str):
+            raise EchoMQError(f"job.log takes a str message, not {type(message).__name__}")
+        if self._log is None:
+            raise EchoMQError(f"job {self.id}: job.log works only inside a worker's handler")
+        self._log.add(name, message)
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds its latest attempt ran, from its claim to its finish (server
+        clock); None while it runs or when it never ran."""
+        if self.claimed_at is None or self.finished_at is None:
+            return None
+        if self.state not in (State.COMPLETED, State.DEAD) or self.finished_at < self.claimed_at:
+            return None
+        return (self.finished_at - self.claimed_at).total_seconds()
+
     @classmethod
     def from_hash(cls, job_id: str, h: dict[str, str]) -> Job:
         """Build a Job from the server hash (short field names).
@@ -241,6 +268,7 @@ class Job:
             schedule_id=get("si") or None,
             fire_time=ms_to_datetime(get("sf")),
             tags=decode_payload(get("tg")),
+            worker=get("w") or None,
         )
 
     @classmethod

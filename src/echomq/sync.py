@@ -40,10 +40,12 @@ class SyncQueue(QueueShell[SyncSender]):
     add = sends(Engine.add)
     add_many = sends(Engine.add_many)
 
-    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Claimed:
+    def claim(
+        self, n: int = 1, lease: float = DEFAULT_LEASE, *, worker: str | None = None
+    ) -> Claimed:
         """Lease up to ``n`` waiting jobs for ``lease`` seconds (Engine.claim); each
         knows this queue (``job.queue``)."""
-        jobs = self.sender.send(self.engine.claim(n, lease))
+        jobs = self.sender.send(self.engine.claim(n, lease, worker=worker))
         for job in jobs:
             job._queue = self
         return jobs
@@ -112,6 +114,9 @@ class SyncQueue(QueueShell[SyncSender]):
     dependency_results = sends(Engine.dependency_results)
     dependents = sends(Engine.dependents)
     read_events = sends(Engine.read_events)
+    logs = sends(Engine.logs)
+    workers = sends(Engine.workers)
+    worker_beat = sends(Engine.worker_beat)
 
     def events(self, after: str | None = None) -> Iterator[Event]:
         """The queue's events as they happen (a blocking iterator): from now on, or

@@ -5,6 +5,7 @@ waits on (wait_for_ring, ring, ring_stop_bell)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
@@ -17,6 +18,7 @@ from echomq.engine.base import EngineBase
 from echomq.engine.replies import check_code, error_for, ms, nothing
 from echomq.errors import E_CANCELLED, EchoMQError, InvalidOption, LeaseLost
 from echomq.job import Job, State, encode_payload, ms_to_datetime
+from echomq.joblogs import take_entry, take_text
 from echomq.lanecontrols import check_throttle
 from echomq.options import (
     DEFAULT_LEASE,
@@ -88,6 +90,26 @@ def decode_claim(reply: Sequence[Any]) -> Claimed:
     if retry_at is not None:
         jobs.retry_in = max(0, retry_at - int(claimed_ms)) / 1000
     return jobs
+
+
+def decode_claim_by(worker: str, reply: Sequence[Any]) -> Claimed:
+    """A worker's claim: each job knows its worker."""
+    jobs = decode_claim(reply)
+    for job in jobs:
+        job.worker = worker
+    return jobs
+
+
+#: a worker id: what the registry and a job's field w hold.
+WORKER_ID = re.compile(r"[A-Za-z0-9._:\-]{1,64}")
+
+
+def check_worker_id(worker: object) -> str:
+    if not isinstance(worker, str) or WORKER_ID.fullmatch(worker) is None:
+        raise InvalidOption(
+            f"worker id {worker!r:.80} is not 1–64 characters of A–Z a–z 0–9 . _ - :"
+        )
+    return worker
 
 
 def decode_completions(items: Sequence[tuple[Job, Any]], reply: Any) -> list[EchoMQError | None]:
@@ -164,10 +186,19 @@ def derived(call: Call[Any], parse: Callable[[Any], T]) -> Call[T]:
 class ClaimCalls(EngineBase):
     """Claiming and finishing jobs, their leases and progress, and the doorbell."""
 
-    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Call[Claimed]:
-        """Lease up to ``n`` jobs in rotation order; never blocks, may return []."""
+    def claim(
+        self, n: int = 1, lease: float = DEFAULT_LEASE, *, worker: str | None = None
+    ) -> Call[Claimed]:
+        """Lease up to ``n`` jobs in rotation order; never blocks, may return [].
+
+        ``worker``: the id of the claiming worker, kept as each job's ``worker``
+        (written by the write the lease makes anyway: no command more)."""
         check_int("claim n", n, 1, MAX_CLAIM)
-        return self._script("claim", decode_claim, str(n), lease_ms(lease))
+        if worker is None:
+            return self._script("claim", decode_claim, str(n), lease_ms(lease))
+        worker_id = check_worker_id(worker)
+        decode = partial(decode_claim_by, worker_id)
+        return self._script("claim", decode, str(n), lease_ms(lease), worker_id)
 
     def complete(self, job: Job, result: Any = None) -> Call[datetime | None]:
         """Record the result; raises LeaseLost if this caller no longer holds the lease."""
@@ -186,16 +217,18 @@ class ClaimCalls(EngineBase):
         if not items:
             raise InvalidOption("complete_many needs at least one (job, result) pair")
         limit = self.options.max_payload
-        packed = orjson.dumps(
-            [
-                (
-                    job.id,
-                    lease_of(job),
-                    result if encoded else encode_payload(result, what="result", limit=limit),
-                )
-                for job, result in items
+        rows = []
+        for job, result in items:
+            row = [
+                job.id,
+                lease_of(job),
+                result if encoded else encode_payload(result, what="result", limit=limit),
             ]
-        ).decode()
+            entry = take_entry(job)  # the lines its handler logged (echomq.joblogs)
+            if entry is not None:
+                row.append(entry)
+            rows.append(row)
+        packed = orjson.dumps(rows).decode()
         decode = partial(decode_completions, items)
         return self._script("completeMany", decode, packed)
 
@@ -222,9 +255,11 @@ class ClaimCalls(EngineBase):
         error_text = bounded_text("error", error, MAX_ERROR_BYTES)
         tb_text = bounded_text("traceback", traceback or "", MAX_TRACEBACK_BYTES)
         decode = partial(decode_fail, job, f"job {job.id}: fail refused")
-        return self._script(
-            "fail", decode, job.id, token, error_text, tb_text, str(delay), *self._backoff_args
-        )
+        args = [job.id, token, error_text, tb_text, str(delay), *self._backoff_args]
+        entry = take_text(job)  # the lines its handler logged (echomq.joblogs)
+        if entry is not None:
+            args.append(entry)
+        return self._script("fail", decode, *args)
 
     def extend(self, job: Job, lease: float = DEFAULT_LEASE) -> Call[datetime | None]:
         """Renew the lease for ``lease`` seconds from now; the reply is the new deadline."""
@@ -240,7 +275,8 @@ class ClaimCalls(EngineBase):
             raise InvalidOption("extend_many needs at least one job")
         argv = [lease_ms(lease)]
         for job in jobs:
-            argv += [job.id, lease_of(job)]
+            # with the lines its handler logged since the last call (echomq.joblogs)
+            argv += [job.id, lease_of(job), take_text(job) or ""]
         return self._script("extendMany", partial(decode_extend_many, jobs), *argv)
 
     def release(self, job: Job, delay: float = 0.0, *, throttle: float | None = None) -> Call[None]:
@@ -253,7 +289,9 @@ class ClaimCalls(EngineBase):
         wait_ms = delay_ms(delay)
         hold = "" if throttle is None else str(check_throttle(throttle))
         decode = partial(decode_release, job, f"job {job.id}: release refused", wait_ms > 0)
-        return self._script("release", decode, job.id, token, str(wait_ms), hold)
+        entry = take_text(job)  # the lines its handler logged (echomq.joblogs)
+        tail = [] if entry is None else [entry]
+        return self._script("release", decode, job.id, token, str(wait_ms), hold, *tail)
 
     def progress(self, job: Job, value: Any) -> Call[None]:
         """Store a running job's progress (JSON), only from the lease holder;

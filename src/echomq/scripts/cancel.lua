@@ -21,6 +21,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include logs
 -- @include retention
 
 local id, running_to = ARGV[7], ARGV[8]

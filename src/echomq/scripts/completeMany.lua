@@ -8,7 +8,8 @@
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     the jobs, one JSON array of [id, lease token the caller holds,
---             result (JSON text)]
+--             result (JSON text), and perhaps the job's log entry
+--             (includes/logs.lua: the lines its handler logged since the last call)]
 --
 -- Returns: one value per job, in order: the finish time (ms) when recorded,
 --          E_NOT_FOUND (-1) if the job does not exist,
@@ -22,6 +23,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include logs
 -- @include retention
 -- @include lease
 -- @include readers
@@ -47,7 +49,7 @@ for i, item in ipairs(items) do
   if first_of[id] then
     out[i] = first_of[id]  -- the same job twice in one call: answered as the first
   else
-    local jk, key_or_err, lane, has_dependents = check_lease(id, token, now)
+    local jk, key_or_err, lane, has_dependents, lg = check_lease(id, token, now)
     if jk then
       if has_dependents then parents[#parents + 1] = id end
       if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
@@ -60,7 +62,9 @@ for i, item in ipairs(items) do
       end
       freed[lane] = (freed[lane] or 0) + 1
       done_ids[#done_ids + 1] = id
-      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane}
+      -- a log entry: the log is read now (a job without one reads nothing more)
+      local logged = type(item[4]) == "table" and {item[4], Logs.read(id, lg)} or false
+      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, logged}
       out[i] = now
     else
       -- a retried call whose first reply was lost: the same lease already completed it
@@ -77,7 +81,13 @@ local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
 local done_pairs = {}
 for i, id in ipairs(done_ids) do
   local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
-  redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
+  local logged = done_idem[i][5]
+  if logged then
+    local lg = Logs.append(id, logged[2], logged[1], now)
+    redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp, "lg", lg)
+  else
+    redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
+  end
   expire_idem(key, OPT.keep_completed_ms)
   emit("completed", id, done_idem[i][4], "rs", #result)
   done_pairs[#done_pairs + 1] = stamp

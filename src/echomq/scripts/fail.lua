@@ -11,6 +11,7 @@
 --             queue's backoff, includes/backoff.lua)
 -- ARGV[12..15] the client's backoff option: base_ms, factor, cap_ms, jitter
 --             (used with -2 when no backoff is stored)
+-- ARGV[16]    the job's log entry as JSON ("" or absent = none: includes/logs.lua)
 --
 -- Returns: {"failed", fire_ms} when a retry is scheduled,
 --          {"dead", now_ms} when the job is dead,
@@ -23,6 +24,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include logs
 -- @include retention
 -- @include lease
 -- @include backoff
@@ -30,7 +32,7 @@
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
 -- read phase: the job, its idempotency key and (if it dies) the pruning
-local jk, key_or_err, lane = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane, _, lg = check_lease(id, ARGV[8], now)
 if not jk then
   -- a retried call whose first reply was lost: the same lease already failed it
   local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[8], {failed = true, dead = true})
@@ -38,6 +40,8 @@ if not jk then
   return key_or_err
 end
 local f = read_key("HMGET", jk, "a", "m", "g", "dn")
+local entry = (ARGV[16] or "") ~= "" and cjson.decode(ARGV[16])
+local log_state = entry and Logs.read(id, lg)
 local lane = f[3] or ""
 plan_recheck(lane)
 if delay == -2 then
@@ -51,6 +55,8 @@ if not retry then
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
 -- write phase
+local log_fields = {}
+if entry then log_fields = {"lg", Logs.append(id, log_state, entry, now)} end
 redis.call("ZREM", K_ACTIVE, id)
 give_back(lane, 1)
 recheck(lane, now)
@@ -59,7 +65,7 @@ redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
 if retry then
   local fire = fmt(now + delay)
   ring_if_earliest(fire)
-  redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire)
+  redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire, unpack(log_fields))
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)
   count_delayed(lane, 1)
@@ -67,7 +73,7 @@ if retry then
   flush_events()
   return {"failed", fire}
 end
-redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
+redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now), unpack(log_fields))
 expire_idem(key_or_err, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)

@@ -61,6 +61,8 @@ READ_ONLY = frozenset(
         "dependencyResults",
         "dependents",
         "peekJob",
+        "readLog",
+        "listWorkers",
     }
 )
 

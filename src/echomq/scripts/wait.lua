@@ -15,6 +15,7 @@
 -- @include clock
 -- @include events
 -- @include tags
+-- @include logs
 -- @include retention
 
 local id = ARGV[7]

@@ -1,0 +1,53 @@
+"""Seeing what runs: a job's log (echomq.joblogs) and the workers registry
+(echomq.workers)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from echomq.call import Call
+from echomq.engine.base import EngineBase, names_a_job, no_such_job
+from echomq.engine.claims import check_worker_id
+from echomq.joblogs import LogLine, decode_log
+from echomq.options import MAX_LEASE, check_seconds
+from echomq.workers import WorkerInfo, decode_workers
+
+
+def _log_or_raise(queue: str, job_id: str, reply: Any) -> list[LogLine]:
+    lines = decode_log(reply)
+    if lines is None:
+        raise no_such_job(queue, job_id)
+    return lines
+
+
+def _beat_time(reply: Any) -> int:
+    return int(reply)
+
+
+class ObserveCalls(EngineBase):
+    """Job logs and the workers registry."""
+
+    def logs(self, job_id: str) -> Call[list[LogLine]]:
+        """The job's log, oldest line first (DESIGN §10 "Job logs"): what its
+        handlers logged (``job.log``, and ``logging`` records at or above the
+        worker's ``job_log_level``), with a first line saying how many older
+        lines were dropped once the log outgrew its cap (1,000 lines, 256 KiB).
+        JobNotFound for no such job; [] for a job that logged nothing."""
+        known = names_a_job(job_id)
+        return self._script(
+            "readLog", partial(_log_or_raise, self.queue, job_id), job_id if known else ""
+        )
+
+    def workers(self) -> Call[list[WorkerInfo]]:
+        """The running workers of this queue (at most 1,000), oldest first: each
+        gone within three heartbeats of its death (echomq.workers)."""
+        return self._script("listWorkers", decode_workers)
+
+    def worker_beat(self, worker_id: str, ttl: float, info: str | None) -> Call[int]:
+        """A worker's beat: its entry (``info``, from workers.info_text) kept for
+        ``ttl`` seconds more; ``info=None`` removes it (the worker stops)."""
+        check_worker_id(worker_id)
+        ttl_s = check_seconds("worker ttl", ttl, 0.0, 3 * MAX_LEASE, open_low=True)
+        ttl_ms = str(max(1, round(ttl_s * 1000)))
+        return self._script("workerBeat", _beat_time, worker_id, ttl_ms, info or "")
