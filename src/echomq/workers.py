@@ -12,6 +12,7 @@ latest attempt (written by its claim).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,10 +20,25 @@ from typing import Any
 
 import orjson
 
+from echomq.errors import InvalidOption
+
 #: a worker's entry lives this many heartbeats after its last one.
 HEARTBEATS_KEPT = 3
 #: the most ids of running jobs a worker tells (its concurrency is at most this anyway).
 MAX_RUNNING_TOLD = 1000
+
+
+#: a worker id: what the registry and a job's field w hold.
+WORKER_ID = re.compile(r"[A-Za-z0-9._:\-]{1,64}")
+
+
+def check_worker_id(worker: object) -> str:
+    """``worker`` if it is a valid worker id, else InvalidOption."""
+    if not isinstance(worker, str) or WORKER_ID.fullmatch(worker) is None:
+        raise InvalidOption(
+            f"worker id {worker!r:.80} is not 1–64 characters of A–Z a–z 0–9 . _ - :"
+        )
+    return worker
 
 
 @dataclass(frozen=True, slots=True)

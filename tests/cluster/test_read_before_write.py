@@ -37,8 +37,10 @@ from clock import wait_past
 from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
+from echomq.joblogs import JobLog
 from echomq.scripts import all_scripts, budget
 from echomq.scripts.library import READ_ONLY
+from echomq.workers import info_text
 from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
 from servers import PrivateServer, missing_reason, server_binary
@@ -342,6 +344,63 @@ def _prune_from_moved_tag(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.maintain(), b.q.engine.keys.tag("customer", "3")
 
 
+def _logged(b: Busy, job: Job) -> str:
+    """Give the running ``job`` a log on the server (a heartbeat carried its first
+    line) and one more line waiting: the next call for it appends to its log
+    (includes/logs.lua). Returns the log's key."""
+    job._log = JobLog(job.attempts)
+    job.log("first")
+    b.q.extend_many([job], 30.0)
+    job.log("second")
+    return b.q.engine.keys.log(job.id)
+
+
+def _complete_logged(b: Busy) -> tuple[Call[Any], str]:
+    """Completing a job appends its last lines to its log: the log moved."""
+    log = _logged(b, b.active[0])
+    return b.q.engine.complete_many([(b.active[0], 1)]), log
+
+
+def _extend_logged(b: Busy) -> tuple[Call[Any], str]:
+    """A heartbeat appends a job's lines to its log: the log moved."""
+    log = _logged(b, b.active[1])
+    return b.q.engine.extend_many(b.active[:2], 30.0), log
+
+
+def _fail_logged(b: Busy) -> tuple[Call[Any], str]:
+    log = _logged(b, b.active[0])
+    return b.q.engine.fail(b.active[0], "boom", retry_delay=60), log
+
+
+def _release_logged(b: Busy) -> tuple[Call[Any], str]:
+    log = _logged(b, b.active[0])
+    return b.q.engine.release(b.active[0]), log
+
+
+def _remove_logged(b: Busy) -> tuple[Call[Any], str]:
+    """Removing a job deletes its log: the log moved."""
+    log = _logged(b, b.active[0])
+    return b.q.engine.remove(b.active[0].id), log
+
+
+def _prune_logged(b: Busy) -> tuple[Call[Any], str]:
+    """Maintenance prunes a completed job with a log, which it deletes: the log moved."""
+    job = b.active[0]
+    log = _logged(b, job)
+    b.q.complete(job, 1)
+    b.active.remove(job)
+    b.q.configure(keep_completed=0)
+    return b.q.engine.maintain(), log
+
+
+def _beat(b: Busy, moved: str) -> tuple[Call[Any], str]:
+    """A worker's beat refreshes its registry hash and index entry (includes/workers.lua)."""
+    info = info_text("host", 1, [b.q.name], 2, [])
+    b.q.worker_beat("w1", 30.0, info)
+    keys = b.q.engine.keys
+    return b.q.engine.worker_beat("w1", 30.0, info), keys.workers if moved else keys.worker("w1")
+
+
 #: scenario -> (the script it sends, how to make the call and which key to move)
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "claim_queue_rate": ("claim", _queue_rate),
@@ -356,6 +415,14 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "add_tagged": ("add", _add_to_moved_tag),
     "remove_tagged": ("remove", _remove_from_moved_tag),
     "maintain_tagged": ("maintain", _prune_from_moved_tag),
+    "complete_logged": ("completeMany", _complete_logged),
+    "extend_many_logged": ("extendMany", _extend_logged),
+    "fail_logged": ("fail", _fail_logged),
+    "release_logged": ("release", _release_logged),
+    "remove_logged": ("remove", _remove_logged),
+    "maintain_logged": ("maintain", _prune_logged),
+    "worker_beat": ("workerBeat", lambda b: _beat(b, "")),
+    "worker_beat_index": ("workerBeat", lambda b: _beat(b, "index")),
     # a new job's hash is not on the source while the slot migrates
     "add": ("add", lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), "")),
     # the job would join lane a: it moved

@@ -28,6 +28,8 @@ import pytest
 import redis
 
 from echomq import SyncQueue
+from echomq.joblogs import JobLog
+from echomq.workers import info_text
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
 ADD_CEILING = 13
@@ -150,8 +152,17 @@ def test_features_of_one_queue_cost_another_nothing(
     b = make_sync(queue_name + "-b")
     before = plain_counts(a, redis_client)
     # queue B uses every feature: stored settings, queue-wide limits, lane
-    # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags
+    # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
+    # a job with a log, a registered worker
     b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
+    b.add("logged", 1)
+    [logged] = b.claim(1, worker="w1")
+    logged._log = JobLog(logged.attempts)
+    logged.log("a line")
+    b.extend_many([logged])  # the heartbeat carries it
+    logged.log("another")
+    b.complete(logged, None)  # and the outcome
+    assert [line.message for line in b.logs(logged.id)] == ["a line", "another"]
     parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
     b.add("child", 1, depends_on=[parent])
     b.add("capped", 1, group="g")
@@ -160,6 +171,7 @@ def test_features_of_one_queue_cost_another_nothing(
     b.set_lane("g", concurrency=1, rate=(5, 1.0), max_waiting=100)
     b.set_lane("p", paused=True)
     b.schedule("tick", every=60.0, name="tick")
+    b.worker_beat("w1", 30.0, info_text("host", 1, [b.name], 1, []))
     waited: list[Any] = []
     waiter = threading.Thread(target=lambda: waited.append(b.wait(parent, timeout=30.0)))
     waiter.start()
@@ -175,3 +187,22 @@ def test_features_of_one_queue_cost_another_nothing(
         waiter.join(timeout=30.0)
     assert not waiter.is_alive()
     assert waited[0].state == "completed"
+
+
+def test_a_workers_claim_and_complete_cost_what_plain_ones_cost(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """The worker's id travels with its claim and lands in the job's hash with the
+    write the lease makes anyway (job.worker); a job that logged nothing sends no
+    log: not one command more."""
+    plain = plain_counts(make_sync(queue_name + "-plain"), redis_client)
+    q = make_sync(queue_name + "-worker")
+    q.add_many([{"name": "backlog", "data": i} for i in range(BACKLOG)])
+    q.complete(q.claim(1, worker="w1")[0], None)
+    q.add("warm", 0)
+    got: list[Any] = []
+    claim = commands_run(redis_client, lambda: got.extend(q.claim(1, worker="w1")))
+    got[0]._log = JobLog(got[0].attempts)  # a worker's job whose handler logged nothing
+    complete = commands_run(redis_client, lambda: q.complete(got[0], None))
+    assert claim == plain["claim"] and complete == plain["complete"]
+    assert q.get(got[0].id).worker == "w1"  # type: ignore[union-attr]

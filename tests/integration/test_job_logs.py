@@ -207,7 +207,7 @@ async def test_a_log_is_capped_by_its_bytes(aq: Queue, redis_client: redis.Redis
     kept = [int(line.message[:3]) for line in lines[1:]]
     assert kept == list(range(100 - len(kept), 100)) and 55 <= len(kept) < 100
     assert lines[0].message.startswith(f"{100 - len(kept)} older line(s) dropped")
-    stored = redis_client.lrange(aq.engine.keys.log(job_id), 0, -1)
+    stored: list[str] = redis_client.lrange(aq.engine.keys.log(job_id), 0, -1)  # type: ignore[assignment]
     assert sum(len(line.encode()) for line in stored) <= MAX_BYTES
 
 

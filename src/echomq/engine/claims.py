@@ -5,7 +5,6 @@ waits on (wait_for_ring, ring, ring_stop_bell)."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
@@ -32,6 +31,7 @@ from echomq.options import (
     delay_ms,
 )
 from echomq.scripts import script
+from echomq.workers import check_worker_id
 
 T = TypeVar("T")
 #: what woke a doorbell wait: a ring, this worker's stop bell, or nothing (timeout).
@@ -98,18 +98,6 @@ def decode_claim_by(worker: str, reply: Sequence[Any]) -> Claimed:
     for job in jobs:
         job.worker = worker
     return jobs
-
-
-#: a worker id: what the registry and a job's field w hold.
-WORKER_ID = re.compile(r"[A-Za-z0-9._:\-]{1,64}")
-
-
-def check_worker_id(worker: object) -> str:
-    if not isinstance(worker, str) or WORKER_ID.fullmatch(worker) is None:
-        raise InvalidOption(
-            f"worker id {worker!r:.80} is not 1–64 characters of A–Z a–z 0–9 . _ - :"
-        )
-    return worker
 
 
 def decode_completions(items: Sequence[tuple[Job, Any]], reply: Any) -> list[EchoMQError | None]:

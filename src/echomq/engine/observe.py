@@ -8,10 +8,9 @@ from typing import Any
 
 from echomq.call import Call
 from echomq.engine.base import EngineBase, names_a_job, no_such_job
-from echomq.engine.claims import check_worker_id
 from echomq.joblogs import LogLine, decode_log
 from echomq.options import MAX_LEASE, check_seconds
-from echomq.workers import WorkerInfo, decode_workers
+from echomq.workers import WorkerInfo, check_worker_id, decode_workers
 
 
 def _log_or_raise(queue: str, job_id: str, reply: Any) -> list[LogLine]:

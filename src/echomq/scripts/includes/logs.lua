@@ -17,7 +17,10 @@
 -- to say how many were dropped, once some were) and MAX_BYTES bytes of
 -- lines; the oldest go first. A worker never sends more than one cap's
 -- worth for a job in one call (echomq/joblogs.py), so a call's work is bounded.
-local Logs = {MAX_LINES = 1000, MAX_BYTES = 262144, TRIM_CHUNK = 64}
+local Logs = {}
+Logs.MAX_LINES = 1000
+Logs.MAX_BYTES = 262144
+Logs.TRIM_CHUNK = 64  -- lines read at once while trimming by bytes
 
 function Logs.key(id) return PREFIX .. "log:" .. id end
 

@@ -9,7 +9,9 @@
 -- on its own and listWorkers.lua skips expired entries; each beat removes
 -- at most PRUNE expired entries, so the set holds the live workers and a
 -- bounded tail. A worker that stops leaves at once (workerBeat.lua, no info).
-local Workers = {PRUNE = 100, MAX_LISTED = 1000}
+local Workers = {}
+Workers.PRUNE = 100
+Workers.MAX_LISTED = 1000
 
 function Workers.index() return PREFIX .. "workers" end
 function Workers.key(id) return PREFIX .. "worker:" .. id end
