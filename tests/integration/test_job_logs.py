@@ -267,3 +267,56 @@ async def test_bad_input_is_refused(aq: Queue) -> None:
     with pytest.raises(InvalidOption, match="log level 'LOUD'"):
         job.log("x", level="LOUD")
     assert job.id == job_id
+
+
+class _Seen(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+async def test_the_capture_changes_nothing_the_application_prints(aq: Queue) -> None:
+    """An app that logs at WARNING and up: the job's log gets its INFO records
+    (the capture lowers the root level while the worker runs), its own handler
+    still sees only what it saw before, and the root level comes back after."""
+    root = logging.getLogger()
+    seen = _Seen()
+    old_level = root.level
+    root.setLevel(logging.WARNING)
+    root.addHandler(seen)
+    try:
+
+        def handler(job: Job) -> None:
+            app.info("an info line")
+            app.warning("a warning")
+
+        job_id = await aq.add("h")
+        async with running(Worker(aq, {"h": handler})):
+            await job_in(aq, job_id, State.COMPLETED)
+            app.info("outside any job, while the worker runs")
+        messages = [line.message for line in await aq.logs(job_id)]
+        assert messages == ["an info line", "a warning"]
+        assert "an info line" not in seen.messages and "a warning" in seen.messages
+        assert "outside any job, while the worker runs" not in seen.messages
+        assert root.level == logging.WARNING and seen.filters == []
+    finally:
+        root.removeHandler(seen)
+        root.setLevel(old_level)
+
+
+async def test_cancelling_a_job_waiting_for_its_retry_deletes_its_log(
+    aq: Queue, redis_client: redis.Redis
+) -> None:
+    def fails(job: Job) -> None:
+        job.log("tried")
+        raise RuntimeError("again later")
+
+    job_id = await aq.add("f", max_attempts=3)
+    async with running(Worker(aq, {"f": fails})):
+        await job_in(aq, job_id, State.FAILED)
+    assert [line.message for line in await aq.logs(job_id)] == ["tried"]
+    assert await aq.cancel(job_id) is True
+    assert not redis_client.exists(aq.engine.keys.log(job_id))

@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "inspect": "echomq.cli.jobs:inspect",
     "remove": "echomq.cli.jobs:remove",
     "find": "echomq.cli.find:find",
+    "logs": "echomq.cli.observe:logs",
+    "workers": "echomq.cli.observe:workers",
     "queues": "echomq.cli.queues:queues",
     "stats": "echomq.cli.stats:stats",
     "events": "echomq.cli.events:events",

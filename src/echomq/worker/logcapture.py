@@ -16,7 +16,8 @@ handler's and stay out; records below the job's level (the worker's
 A record is only seen if ``logging`` creates it: when the root logger's
 level is above the lowest ``job_log_level`` of the running workers, the
 capture lowers it while a worker runs, and gives each handler already on the
-root logger a filter at the old level, so what they print does not change.
+root logger a filter that passes what it saw before (a record its logger
+would have created at the old root level), so what they print does not change.
 """
 
 from __future__ import annotations
@@ -74,13 +75,27 @@ def _level_name(levelno: int) -> str:
     return "DEBUG"
 
 
-class _AtLeast(logging.Filter):
-    def __init__(self, level: int) -> None:
+class _AsBefore(logging.Filter):
+    """Passes a record only if ``logging`` would have created it with the root
+    logger at ``root_level`` (its logger's own level, else its nearest
+    ancestor's, else the root's old one): what a handler on the root logger
+    printed before the capture lowered the root level, it prints still."""
+
+    def __init__(self, root_level: int) -> None:
         super().__init__()
-        self.level = level
+        self.root_level = root_level
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= self.level
+        return record.levelno >= self._level_of(record.name)
+
+    def _level_of(self, name: str) -> int:
+        root = logging.getLogger()
+        logger: logging.Logger | None = logging.getLogger(name) if name != "root" else root
+        while logger is not None and logger is not root:
+            if logger.level != logging.NOTSET:
+                return logger.level
+            logger = logger.parent
+        return self.root_level
 
 
 class _Capture:
@@ -90,7 +105,7 @@ class _Capture:
         self._lock = threading.Lock()
         self._levels: list[int] = []
         self._handler = JobLogHandler()
-        self._lowered: tuple[int, int, list[tuple[logging.Handler, _AtLeast]]] | None = None
+        self._lowered: tuple[int, int, list[tuple[logging.Handler, _AsBefore]]] | None = None
 
     def start(self, level: str) -> None:
         with self._lock:
@@ -117,7 +132,7 @@ class _Capture:
         for handler in root.handlers:
             if handler is self._handler:
                 continue
-            guard = _AtLeast(root.level)
+            guard = _AsBefore(root.level)
             handler.addFilter(guard)
             guards.append((handler, guard))
         self._lowered = (root.level, wanted, guards)
