@@ -374,3 +374,31 @@ def test_info_names_an_evicting_server(
     assert d.http.get("/api/info").json()["eviction"] == "volatile-lru"
     safe = start_dashboard(backend_url)
     assert safe.http.get("/api/info").json()["eviction"] is None
+
+
+def test_the_inspector_shows_the_log_worker_and_run_time_and_workers_are_listed(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.joblogs import JobLog
+    from echomq.workers import info_text
+
+    sq.add("j")
+    [job] = sq.claim(1, worker="w1")
+    job._log = JobLog(job.attempts)
+    job.log("<b>not markup</b>", level="WARNING")
+    sq.complete(job, None)
+    sq.worker_beat("w1", 30.0, info_text("host-1", 7, [sq.name], 2, []))
+    d = start_dashboard(backend_url, queues=[sq.name])
+    got = d.http.get(f"/api/queues/{sq.name}/jobs/{job.id}").json()
+    assert [(line["level"], line["message"]) for line in got["log"]] == [
+        ("WARNING", "<b>not markup</b>")
+    ]
+    assert got["log"][0]["attempt"] == 1
+    assert got["worker"] == "w1" and got["duration"] >= 0
+    [worker] = d.http.get(f"/api/queues/{sq.name}/workers").json()
+    assert (worker["id"], worker["host"], worker["pid"], worker["concurrency"]) == (
+        "w1",
+        "host-1",
+        7,
+        2,
+    )

@@ -468,3 +468,30 @@ def test_inspector_marks_a_long_payload_truncated_and_downloads_it_whole(
     saved = Path(download.value.path()).read_bytes()
     assert saved == orjson.dumps(data)
     assert download.value.suggested_filename == f"{job_id}-data.json"
+
+
+def test_inspector_shows_the_job_log_as_text_and_the_workers_panel_lists_workers(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.joblogs import JobLog
+    from echomq.workers import info_text
+
+    sq.add("logged")
+    [job] = sq.claim(1, worker="w-browser")
+    job._log = JobLog(job.attempts)
+    job.log("charging <img src=x onerror=alert(1)>")
+    job.log("declined", level="ERROR")
+    sq.complete(job, None)
+    sq.worker_beat("w-browser", 30.0, info_text("host-b", 11, [sq.name], 4, []))
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name, lanes=False)  # no job waits: no lane to show
+    page.wait_for_selector('#workers tr[data-worker="w-browser"]')
+    assert "host-b:11" in page.text_content('#workers tr[data-worker="w-browser"]')
+    page.fill("#inspect-id", job.id)
+    page.click("#inspect-form button")
+    page.wait_for_selector(f'#inspector[data-job-id="{job.id}"]')
+    log = page.text_content("#inspector .job-log")
+    assert "charging <img src=x onerror=alert(1)>" in log and "declined" in log
+    assert page.locator("#inspector .job-log img").count() == 0  # shown as text
+    assert page.locator("#inspector .job-log .log-error").count() == 1
+    assert "w-browser" in page.text_content("#inspector .fields")

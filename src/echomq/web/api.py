@@ -213,8 +213,19 @@ async def job_detail(request: Request) -> Response:
         dependents: dict[str, Any] | None = (await queue.dependents(job_id)).to_dict()
     except JobNotFound:  # removed since: its fields are shown as read
         dependents = None
+    try:
+        log = [views.log_line(line) for line in await queue.logs(job_id)]
+    except JobNotFound:  # removed since: its fields are shown as read
+        log = []
     download = f"/api/queues/{queue.name}/jobs/{job_id}/fields/"
-    return JSONResponse({**views.job_detail(preview, download), "dependents": dependents})
+    return JSONResponse(
+        {**views.job_detail(preview, download), "dependents": dependents, "log": log}
+    )
+
+
+async def list_workers(request: Request) -> Response:
+    queue = await queue_of(request)
+    return JSONResponse([views.worker_view(w) for w in await queue.workers()])
 
 
 async def _sent_whole(text: str, slots: DownloadSlots) -> AsyncIterator[bytes]:
@@ -415,6 +426,7 @@ def routes() -> list[Route]:
         Route(q + "/jobs", list_jobs),
         Route(q + "/jobs/{job_id}", job_detail),
         Route(q + "/jobs/{job_id}/fields/{field}", job_field),
+        Route(q + "/workers", list_workers),
         Route("/api/score", score),
         Route("/api/audit", audit),
         Route("/metrics", prometheus),

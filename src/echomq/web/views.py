@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from echomq.job import Job
+from echomq.joblogs import LogLine
 from echomq.reports import JobPreview, LaneInfo, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.score import COUNTER_BITS, TIER_BITS, decode
 from echomq.web.metrics import lane_label
+from echomq.workers import WorkerInfo
 
 #: an error shown in a job list is cut to this many characters (the inspector shows
 #: its first 64 KiB, like every long field).
@@ -76,6 +78,8 @@ def job_detail(preview: JobPreview, download: str) -> dict[str, Any]:
         "key": job.key,
         "run_at": job.run_at,
         "claimed_at": job.claimed_at,
+        "worker": job.worker,
+        "duration": job.duration,
         "lease_deadline": job.lease_deadline,
         "dependencies": job.dependencies,
         "schedule_id": job.schedule_id,
@@ -153,3 +157,22 @@ def weights_view(weights: dict[str | None, int]) -> list[dict[str, Any]]:
         {"group": g, "label": lane_label(g), "weight": w}
         for g, w in sorted(weights.items(), key=lambda kv: lane_label(kv[0]))
     ]
+
+
+def log_line(line: LogLine) -> dict[str, Any]:
+    """One line of a job's log (echomq.joblogs)."""
+    return {"at": line.at, "attempt": line.attempt, "level": line.level, "message": line.message}
+
+
+def worker_view(worker: WorkerInfo) -> dict[str, Any]:
+    """One running worker (echomq.workers)."""
+    return {
+        "id": worker.id,
+        "host": worker.host,
+        "pid": worker.pid,
+        "queues": worker.queues,
+        "concurrency": worker.concurrency,
+        "started_at": worker.started_at,
+        "seen_at": worker.seen_at,
+        "running": worker.running,
+    }

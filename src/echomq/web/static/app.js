@@ -486,7 +486,9 @@ function renderInspector(job) {
     field("tier (priority)", job.priority), field("attempts", `${job.attempts} of ${job.max_attempts}`),
     field("stalls", job.stalls), field("idempotency key", job.key), field("created", job.created_at),
     field("run at", job.run_at), field("claimed", job.claimed_at), field("lease until", job.lease_deadline),
-    field("finished", job.finished_at), field("depends on", (job.dependencies || []).join(", ") || null),
+    field("finished", job.finished_at),
+    field("run time", job.duration === null || job.duration === undefined ? null : `${job.duration.toFixed(3)} s`),
+    field("worker", job.worker), field("depends on", (job.dependencies || []).join(", ") || null),
     field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
     field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
@@ -501,9 +503,29 @@ function renderInspector(job) {
   for (const name of ["progress", "headers", "dependencies"]) {
     if (cut[name]) parts.push(...longField(name, null, cut[name], String, null, true));
   }
+  parts.push(el("h4", { text: `log (${(job.log || []).length} lines)` }), logView(job.log || []));
   $("inspector").replaceChildren(...parts);
   $("inspector").dataset.jobId = job.id;
   $("inspector").dataset.state = job.state;
+}
+
+// A job's log: one row per line (time, attempt, level, message as text: never markup).
+function logView(lines) {
+  if (!lines.length) return el("p", { class: "muted", text: "nothing logged" });
+  return el("pre", { class: "job-log" }, ...lines.map((l) => el("span", { class: `log-${l.level.toLowerCase()}`,
+    text: `${l.at.slice(11, 23)}Z  #${l.attempt}  ${l.level.padEnd(8)} ${l.message}\n` })));
+}
+
+function renderWorkers(workers) {
+  $("no-workers").hidden = workers.length > 0;
+  setRows($("workers").tBodies[0], workers.map((w) => {
+    const running = w.running.slice(0, 3).map((id) => el("span", { class: "mono clickable", text: `${id} `, onclick: () => inspect(id) }));
+    if (w.running.length > 3) running.push(el("span", { class: "muted", text: `(+${w.running.length - 3})` }));
+    return el("tr", { dataset: { worker: w.id } },
+      el("td", { class: "mono", text: w.id }), el("td", { text: `${w.host}:${w.pid}` }),
+      el("td", { text: w.queues.join(", ") }), el("td", { text: `${w.running.length}/${w.concurrency}` }),
+      el("td", { text: when(w.started_at) }), el("td", { text: when(w.seen_at) }), el("td", {}, ...running));
+  }));
 }
 
 const bytes = (n) => (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} bytes`);
@@ -704,11 +726,12 @@ async function refresh() {
 
 async function refreshQueue() {
   const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
-  const [detail, jobs, dead, audit] = await Promise.all([
+  const [detail, jobs, dead, audit, workers] = await Promise.all([
     api(qpath()), api(qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&offset=${ui.jobOffset}${lane}`)),
-    api(qpath(`/jobs?state=dead&count=${PAGE}&offset=${ui.deadOffset}`)), api("/api/audit"),
+    api(qpath(`/jobs?state=dead&count=${PAGE}&offset=${ui.deadOffset}`)), api("/api/audit"), api(qpath("/workers")),
   ]);
   renderDetail(detail);
+  renderWorkers(workers);
   renderJobTabs();
   renderJobs(jobs);
   renderDead(dead);
