@@ -31,11 +31,13 @@ from echomq.errors import (
 )
 from echomq.events import Event
 from echomq.job import Job, State
+from echomq.joblogs import LogLine
 from echomq.options import Backoff
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.sync import SyncQueue
 from echomq.tasks import SyncTask, Task
+from echomq.workers import WorkerInfo
 
 if TYPE_CHECKING:
     from echomq.queue import Queue
@@ -66,6 +68,7 @@ __all__ = [
     "LaneFull",
     "LaneInfo",
     "LeaseLost",
+    "LogLine",
     "MaintenanceReport",
     "Middleware",
     "NotReplicated",
@@ -86,6 +89,7 @@ __all__ = [
     "Unrecoverable",
     "WaitTimeout",
     "Worker",
+    "WorkerInfo",
     "__version__",
     "current_job",
     "current_queue",
