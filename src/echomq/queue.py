@@ -180,6 +180,7 @@ class Queue(QueueShell[AsyncSender]):
     logs = sends_async(Engine.logs)
     workers = sends_async(Engine.workers)
     worker_beat = sends_async(Engine.worker_beat)
+    metrics = sends_async(Engine.metrics)
 
     def events(self, after: str | None = None) -> AsyncIterator[Event]:
         """The queue's events as they happen (``async for event in q.events()``):

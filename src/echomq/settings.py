@@ -45,6 +45,7 @@ class Settings(TypedDict, total=False):
     event_stream_length: int | None
     concurrency: int | None
     rate: tuple[int, float] | None
+    metrics: bool | None
 
 
 #: the settings ``configure`` accepts, in the order ``settings()`` and the CLI show them.
@@ -62,6 +63,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "event_stream_length": ("event_stream_length",),
     "concurrency": ("concurrency",),
     "rate": ("rate_max", "rate_per_ms"),
+    "metrics": ("metrics",),
 }
 
 
@@ -105,6 +107,10 @@ def _encode_one(name: str, value: object) -> list[str]:
         if not isinstance(value, Backoff):
             raise InvalidOption(f"backoff {value!r:.80} must be an echomq.Backoff (or None)")
         return [_ms(value.base), repr(float(value.factor)), _ms(value.cap), repr(value.jitter)]
+    if name == "metrics":
+        if not isinstance(value, bool):
+            raise InvalidOption(f"metrics {value!r:.80} must be True or False (or None)")
+        return ["1" if value else "0"]
     assert name == "rate", name
     most, per_ms = check_rate(value)  # the one rate check, a lane's too
     return [str(most), str(per_ms)]
@@ -148,6 +154,8 @@ def decode(stored: Mapping[str, str]) -> dict[str, Any]:
             )
         elif name == "rate":
             out[name] = (int(raw[0]), int(raw[1]) / 1000)
+        elif name == "metrics":
+            out[name] = raw[0] == "1"
         else:
             out[name] = int(raw[0])
     return out
@@ -167,4 +175,5 @@ def defaults(options: QueueOptions) -> dict[str, Any]:
         "event_stream_length": DEFAULT_EVENT_STREAM_LENGTH,
         "concurrency": None,
         "rate": None,
+        "metrics": False,
     }

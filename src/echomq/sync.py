@@ -117,6 +117,7 @@ class SyncQueue(QueueShell[SyncSender]):
     logs = sends(Engine.logs)
     workers = sends(Engine.workers)
     worker_beat = sends(Engine.worker_beat)
+    metrics = sends(Engine.metrics)
 
     def events(self, after: str | None = None) -> Iterator[Event]:
         """The queue's events as they happen (a blocking iterator): from now on, or

@@ -153,8 +153,8 @@ def test_features_of_one_queue_cost_another_nothing(
     before = plain_counts(a, redis_client)
     # queue B uses every feature: stored settings, queue-wide limits, lane
     # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
-    # a job with a log, a registered worker
-    b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
+    # a job with a log, a registered worker, metrics
+    b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0), metrics=True)
     b.add("logged", 1)
     [logged] = b.claim(1, worker="w1")
     logged._log = JobLog(logged.attempts)
@@ -163,6 +163,7 @@ def test_features_of_one_queue_cost_another_nothing(
     logged.log("another")
     b.complete(logged, None)  # and the outcome
     assert [line.message for line in b.logs(logged.id)] == ["a line", "another"]
+    assert [(p.name, p.completed) for p in b.metrics()] == [("logged", 1)]
     parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
     b.add("child", 1, depends_on=[parent])
     b.add("capped", 1, group="g")

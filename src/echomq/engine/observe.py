@@ -1,5 +1,5 @@
-"""Seeing what runs: a job's log (echomq.joblogs) and the workers registry
-(echomq.workers)."""
+"""Seeing what runs: a job's log (echomq.joblogs), the workers registry
+(echomq.workers) and the metrics kept on the server (echomq.metrics)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 from echomq.call import Call
 from echomq.engine.base import EngineBase, names_a_job, no_such_job
 from echomq.joblogs import LogLine, decode_log
-from echomq.options import MAX_LEASE, check_seconds
+from echomq.metrics import MetricPoint, check_minutes, decode_metrics
+from echomq.options import MAX_LEASE, check_job_name, check_seconds
 from echomq.workers import WorkerInfo, check_worker_id, decode_workers
 
 
@@ -50,3 +51,13 @@ class ObserveCalls(EngineBase):
         ttl_s = check_seconds("worker ttl", ttl, 0.0, 3 * MAX_LEASE, open_low=True)
         ttl_ms = str(max(1, round(ttl_s * 1000)))
         return self._script("workerBeat", _beat_time, worker_id, ttl_ms, info or "")
+
+    def metrics(self, name: str | None = None, minutes: int = 60) -> Call[list[MetricPoint]]:
+        """The queue's per-minute metrics of the last ``minutes`` minutes (1 … 4320,
+        the present one last), one point per minute and job name (only ``name``'s
+        when given), oldest first: completed, failed and dead counts and the run
+        and wait histograms (echomq.metrics). Kept 72 hours, for a queue with
+        ``configure(metrics=True)``; a minute without finished jobs has no point."""
+        count = check_minutes(minutes)
+        wanted = "" if name is None else check_job_name(name)
+        return self._script("readMetrics", decode_metrics, str(count), wanted)

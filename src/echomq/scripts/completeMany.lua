@@ -24,6 +24,7 @@
 -- @include controls
 -- @include tags
 -- @include logs
+-- @include metrics
 -- @include retention
 -- @include lease
 -- @include readers
@@ -44,12 +45,14 @@ local freed = {}      -- lanes whose active slots this call gives back -> how ma
 local lane_ctl = {}
 -- the jobs with dependents (field dn), so a job without any reads no other key
 local parents = {}
+-- per job name, what this call adds to the minute's metrics (a queue with them on)
+local metrics = Metrics.batch()
 for i, item in ipairs(items) do
   local id, token = item[1], item[2]
   if first_of[id] then
     out[i] = first_of[id]  -- the same job twice in one call: answered as the first
   else
-    local jk, key_or_err, lane, has_dependents, lg = check_lease(id, token, now)
+    local jk, key_or_err, lane, has_dependents, lg, f = check_lease(id, token, now)
     if jk then
       if has_dependents then parents[#parents + 1] = id end
       if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
@@ -65,6 +68,7 @@ for i, item in ipairs(items) do
       -- a log entry: the log is read now (a job without one reads nothing more)
       local logged = type(item[4]) == "table" and {item[4], Logs.read(id, lg)} or false
       done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, logged}
+      if OPT.metrics then Metrics.count(metrics, f[8], 1, f[9], f[10], f[11], now) end
       out[i] = now
     else
       -- a retried call whose first reply was lost: the same lease already completed it
@@ -77,6 +81,7 @@ end
 if #done_ids == 0 then return out end
 local victims = read_prune_completed(now, done_ids, READERS)
 local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
+Metrics.read(metrics, now)
 -- write phase
 local done_pairs = {}
 for i, id in ipairs(done_ids) do
@@ -98,6 +103,7 @@ call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
 META.add("completed", #done_ids)
 META.put("last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
+Metrics.write(metrics)
 apply_releases(releases, now)
 flush_waiting()
 for _, lane in ipairs(freed) do give_back(lane, freed[lane], lane_ctl[lane][1]) end

@@ -25,6 +25,7 @@
 -- @include controls
 -- @include tags
 -- @include logs
+-- @include metrics
 -- @include retention
 -- @include lease
 -- @include backoff
@@ -32,7 +33,7 @@
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
 -- read phase: the job, its idempotency key and (if it dies) the pruning
-local jk, key_or_err, lane, _, lg = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane, _, lg, lease_fields = check_lease(id, ARGV[8], now)
 if not jk then
   -- a retried call whose first reply was lost: the same lease already failed it
   local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[8], {failed = true, dead = true})
@@ -54,6 +55,13 @@ if not retry then
   if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
+-- the failed run in the minute's metrics (a queue with them on)
+local metrics = Metrics.batch()
+if OPT.metrics then
+  local lf = lease_fields
+  Metrics.count(metrics, lf[8], retry and 2 or 3, lf[9], lf[10], lf[11], now)
+  Metrics.read(metrics, now)
+end
 -- write phase
 local log_fields = {}
 if entry then log_fields = {"lg", Logs.append(id, log_state, entry, now)} end
@@ -61,6 +69,7 @@ redis.call("ZREM", K_ACTIVE, id)
 give_back(lane, 1)
 recheck(lane, now)
 redis.call("HINCRBY", K_META, "failed", 1)
+Metrics.write(metrics)
 redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
 if retry then
   local fire = fmt(now + delay)

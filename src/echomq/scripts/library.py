@@ -63,6 +63,7 @@ READ_ONLY = frozenset(
         "peekJob",
         "readLog",
         "listWorkers",
+        "readMetrics",
     }
 )
 

@@ -139,6 +139,8 @@ local function start_call(KEYS, ARGV)
     concurrency = tonumber(s.concurrency),
     rate_max = tonumber(s.rate_max),
     rate_per = tonumber(s.rate_per_ms),
+    -- per-minute metrics (includes/metrics.lua): stored only
+    metrics = s.metrics == "1",
   }
   for i = 1, #call_resets do call_resets[i]() end
 end
