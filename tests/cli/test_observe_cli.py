@@ -57,3 +57,23 @@ def test_workers_lists_them_escaped(cli: RunCli, sq: SyncQueue) -> None:
     assert "w1" in proc.stdout and "host\\x1b[2J:42" in proc.stdout and "2/4" in proc.stdout
     [worker] = json.loads(cli("workers", "--json").stdout)
     assert worker["id"] == "w1" and worker["running"] == ["job_a", "job_b"]
+
+
+def test_metrics_shows_counts_a_sparkline_and_percentiles(cli: RunCli, sq: SyncQueue) -> None:
+    assert "metrics are off" in cli("metrics").stdout
+    assert cli("config", sq.name, "--set", "metrics=1").returncode == 0
+    sq.add_many([{"name": "send\x1b[2J"} for _ in range(3)] + [{"name": "bill"}])
+    jobs = sq.claim(4)
+    sq.complete_many([(job, None) for job in jobs if job.name != "bill"])
+    sq.fail(next(job for job in jobs if job.name == "bill"), "no", retry=False)
+    proc = cli("metrics")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout
+    [send] = [line for line in proc.stdout.splitlines() if line.startswith("send\\x1b[2J")]
+    assert send.split()[1:4] == ["3", "0", "0"] and "█" in send and "≤" in send
+    [bill] = [line for line in proc.stdout.splitlines() if line.startswith("bill")]
+    assert bill.split()[1:4] == ["0", "0", "1"]
+    points = json.loads(cli("metrics", "--name", "bill", "--json").stdout)
+    assert [(p["name"], p["dead"], p["run"]["count"]) for p in points] == [("bill", 1, 1)]
+    bad = cli("metrics", "--minutes", "0")  # click's usage error: exit 2, no traceback
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "1<=x<=4320" in bad.stderr

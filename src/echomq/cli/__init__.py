@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "find": "echomq.cli.find:find",
     "logs": "echomq.cli.observe:logs",
     "workers": "echomq.cli.observe:workers",
+    "metrics": "echomq.cli.observe:metrics",
     "queues": "echomq.cli.queues:queues",
     "stats": "echomq.cli.stats:stats",
     "events": "echomq.cli.events:events",
