@@ -402,3 +402,20 @@ def test_the_inspector_shows_the_log_worker_and_run_time_and_workers_are_listed(
         7,
         2,
     )
+
+
+def test_metrics_exports_the_run_and_wait_histograms_the_server_keeps(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.configure(metrics=True)
+    sq.add_many([{"name": "send"} for _ in range(3)])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    d.http.get("/metrics")  # a first scrape, before the jobs finish
+    sq.complete_many([(job, None) for job in sq.claim(3)])
+    for _ in range(2):  # scraped twice: each job still counted once
+        got = samples(d.http.get("/metrics").text)
+    labels = (("name", "send"), ("queue", sq.name))
+    assert got[("echomq_job_run_seconds_count", labels)] == 3
+    assert got[("echomq_job_wait_seconds_count", labels)] == 3
+    assert got[("echomq_job_run_seconds_bucket", (("le", "+Inf"), *labels))] == 3
+    assert got[("echomq_job_run_seconds_sum", labels)] >= 0

@@ -42,6 +42,7 @@ from echomq.queue import Queue
 from echomq.score import encode
 from echomq.web import metrics, views
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog, audit_text
+from echomq.web.jobmetrics import JobHistogramCollector, JobHistograms
 from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
 from echomq.web.registry import QueueRegistry, gather_bounded
 from echomq.web.sampler import Throughput
@@ -88,6 +89,8 @@ class Dashboard:
     #: the server's maxmemory-policy if it may evict keys (echomq.sending.eviction)
     eviction_policy: str | None = None
     downloads: DownloadSlots = field(default_factory=DownloadSlots)
+    #: the run and wait histograms of /metrics, added up minute by minute
+    job_histograms: JobHistograms = field(default_factory=JobHistograms)
 
 
 class JSONResponse(Response):
@@ -306,7 +309,11 @@ async def prometheus(request: Request) -> Response:
     queues = [await d.registry.get(name) for name in d.registry.names()]
     snapshot = await gather_bounded([partial(q.stats, lane_limit=LANE_LIMIT) for q in queues])
     lanes = await gather_bounded([partial(q.lanes, LANE_LIMIT) for q in queues])
-    body = metrics.render(snapshot, d.latency, lanes)
+    histograms = d.job_histograms
+    reads = [partial(q.metrics, minutes=histograms.minutes_to_read(q.name)) for q in queues]
+    for q, points in zip(queues, await gather_bounded(reads), strict=True):
+        histograms.update(q.name, points)
+    body = metrics.render(snapshot, d.latency, lanes, JobHistogramCollector(histograms))
     return Response(
         body,
         media_type="text/plain; version=0.0.4; charset=utf-8",
