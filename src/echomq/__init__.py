@@ -32,6 +32,7 @@ from echomq.errors import (
 from echomq.events import Event
 from echomq.job import Job, State
 from echomq.joblogs import LogLine
+from echomq.metrics import MetricPoint
 from echomq.options import Backoff
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
@@ -70,6 +71,7 @@ __all__ = [
     "LeaseLost",
     "LogLine",
     "MaintenanceReport",
+    "MetricPoint",
     "Middleware",
     "NotReplicated",
     "OrderingMismatch",

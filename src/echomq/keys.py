@@ -249,6 +249,11 @@ class QueueKeys:
         (se); expires three heartbeats after its last beat."""
         return self._part("worker:" + worker_id)
 
+    def metrics(self, minute: int) -> str:
+        """hash: the metrics of one minute (ms // 60000, server clock), a field per job
+        name (includes/metrics.lua); expires 72 hours after the minute began."""
+        return self._part(f"metrics:{minute}")
+
     def stop_bell(self, worker_id: str) -> str:
         """list: pushed once by a stopping worker to end its own doorbell wait
         (client-side only; it lives for seconds at most)."""

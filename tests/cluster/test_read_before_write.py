@@ -393,6 +393,26 @@ def _prune_logged(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.maintain(), log
 
 
+def _metrics_minute(b: Busy) -> str:
+    """Metrics on, and this minute's hash written (a completion counted in it)."""
+    b.q.configure(metrics=True)
+    job = b.active.pop()
+    b.q.complete(job, 1)
+    [point] = b.q.metrics()
+    return b.q.engine.keys.metrics(int(point.minute.timestamp()) // 60)
+
+
+def _complete_counted(b: Busy) -> tuple[Call[Any], str]:
+    """A completion counts the job in the minute's metrics hash: it moved."""
+    key = _metrics_minute(b)
+    return b.q.engine.complete_many([(b.active[0], 1)]), key
+
+
+def _fail_counted(b: Busy) -> tuple[Call[Any], str]:
+    key = _metrics_minute(b)
+    return b.q.engine.fail(b.active[0], "boom", retry_delay=60), key
+
+
 def _beat(b: Busy, moved: str) -> tuple[Call[Any], str]:
     """A worker's beat refreshes its registry hash and index entry (includes/workers.lua)."""
     info = info_text("host", 1, [b.q.name], 2, [])
@@ -421,6 +441,8 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "release_logged": ("release", _release_logged),
     "remove_logged": ("remove", _remove_logged),
     "maintain_logged": ("maintain", _prune_logged),
+    "complete_counted": ("completeMany", _complete_counted),
+    "fail_counted": ("fail", _fail_counted),
     "worker_beat": ("workerBeat", lambda b: _beat(b, "")),
     "worker_beat_index": ("workerBeat", lambda b: _beat(b, "index")),
     # a new job's hash is not on the source while the slot migrates

@@ -46,6 +46,7 @@ def test_every_finished_job_is_counted_with_its_run_and_wait(
     assert now - timedelta(minutes=2) <= mail.minute <= now
     assert [p.name for p in sq.metrics(name="mail")] == ["mail"]
     [key] = redis_client.keys(sq.engine.keys.prefix + "metrics:*")
+    assert key == sq.engine.keys.metrics(int(mail.minute.timestamp()) // 60)
     ttl = redis_client.pttl(key)
     assert KEPT_MINUTES * 60_000 - 120_000 < ttl <= KEPT_MINUTES * 60_000
 
