@@ -93,5 +93,5 @@ def test_bad_input_is_refused(sq: SyncQueue) -> None:
     with pytest.raises(InvalidOption, match="job name"):
         sq.metrics(name="")
     with pytest.raises(InvalidOption, match="metrics 'yes'"):
-        sq.configure(metrics="yes")  # type: ignore[typeddict-item]
+        sq.configure(metrics="yes")  # type: ignore[arg-type]
     assert "metrics" not in sq.settings()
