@@ -181,6 +181,7 @@ class Queue(QueueShell[AsyncSender]):
     workers = sends_async(Engine.workers)
     worker_beat = sends_async(Engine.worker_beat)
     metrics = sends_async(Engine.metrics)
+    oldest_waiting = sends_async(Engine.oldest_waiting)
 
     def events(self, after: str | None = None) -> AsyncIterator[Event]:
         """The queue's events as they happen (``async for event in q.events()``):

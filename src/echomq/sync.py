@@ -118,6 +118,7 @@ class SyncQueue(QueueShell[SyncSender]):
     workers = sends(Engine.workers)
     worker_beat = sends(Engine.worker_beat)
     metrics = sends(Engine.metrics)
+    oldest_waiting = sends(Engine.oldest_waiting)
 
     def events(self, after: str | None = None) -> Iterator[Event]:
         """The queue's events as they happen (a blocking iterator): from now on, or

@@ -95,3 +95,18 @@ def test_bad_input_is_refused(sq: SyncQueue) -> None:
     with pytest.raises(InvalidOption, match="metrics 'yes'"):
         sq.configure(metrics="yes")  # type: ignore[arg-type]
     assert "metrics" not in sq.settings()
+
+
+def test_oldest_waiting_is_per_lane_the_earliest_due_of_its_tiers(sq: SyncQueue) -> None:
+    old_low_tier = sq.add("x", group="a", priority=5)  # waits longest, behind tier 0
+    time.sleep(0.3)
+    sq.add("x", group="a", priority=0)
+    sq.add("x")
+    time.sleep(0.3)
+    got = sq.oldest_waiting(["a", None, "empty"])
+    assert got["empty"] == 0.0
+    assert 0.6 <= got["a"] < 30 and 0.3 <= got[None] < got["a"]
+    sq.remove(old_low_tier)
+    assert sq.oldest_waiting(["a"])["a"] < got["a"] - 0.2
+    with pytest.raises(InvalidOption, match="at most 1000"):
+        sq.oldest_waiting(["a"] * 1001)

@@ -419,3 +419,12 @@ def test_metrics_exports_the_run_and_wait_histograms_the_server_keeps(
     assert got[("echomq_job_wait_seconds_count", labels)] == 3
     assert got[("echomq_job_run_seconds_bucket", (("le", "+Inf"), *labels))] == 3
     assert got[("echomq_job_run_seconds_sum", labels)] >= 0
+
+
+def test_metrics_exports_how_long_each_lanes_oldest_job_has_waited(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.add("x", group="acme")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    got = samples(d.http.get("/metrics").text)
+    assert got[("echomq_oldest_waiting_seconds", (("lane", "acme"), ("queue", sq.name)))] >= 0

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 from echomq.call import Call
 from echomq.engine.base import EngineBase, names_a_job, no_such_job
+from echomq.errors import InvalidOption
 from echomq.joblogs import LogLine, decode_log
+from echomq.keys import lane_of
 from echomq.metrics import MetricPoint, check_minutes, decode_metrics
 from echomq.options import MAX_LEASE, check_job_name, check_seconds
 from echomq.workers import WorkerInfo, check_worker_id, decode_workers
@@ -61,3 +64,26 @@ class ObserveCalls(EngineBase):
         count = check_minutes(minutes)
         wanted = "" if name is None else check_job_name(name)
         return self._script("readMetrics", decode_metrics, str(count), wanted)
+
+    def oldest_waiting(self, groups: Sequence[str | None]) -> Call[dict[str | None, float]]:
+        """Per lane (a group, None: the default lane; at most 1,000): seconds its
+        longest-waiting job has been due (server clock), 0.0 for a lane with no
+        waiting job. What /metrics exports as ``echomq_oldest_waiting_seconds``."""
+        lanes = [lane_of(group) for group in groups]
+        if len(lanes) > MAX_OLDEST_LANES:
+            raise InvalidOption(
+                f"oldest_waiting: {len(lanes)} lanes given; allowed at most {MAX_OLDEST_LANES}"
+            )
+        return self._script("oldestWaiting", partial(_oldest, list(groups)), *lanes)
+
+
+#: most lanes one oldest_waiting call reads.
+MAX_OLDEST_LANES = 1000
+
+
+def _oldest(groups: list[str | None], reply: Any) -> dict[str | None, float]:
+    now = int(reply[0])
+    return {
+        group: 0.0 if due in ("", None) else max(0.0, (now - int(due)) / 1000)
+        for group, due in zip(groups, reply[1:], strict=True)
+    }

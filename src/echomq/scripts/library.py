@@ -64,6 +64,7 @@ READ_ONLY = frozenset(
         "readLog",
         "listWorkers",
         "readMetrics",
+        "oldestWaiting",
     }
 )
 

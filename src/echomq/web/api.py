@@ -313,7 +313,16 @@ async def prometheus(request: Request) -> Response:
     reads = [partial(q.metrics, minutes=histograms.minutes_to_read(q.name)) for q in queues]
     for q, points in zip(queues, await gather_bounded(reads), strict=True):
         histograms.update(q.name, points)
-    body = metrics.render(snapshot, d.latency, lanes, JobHistogramCollector(histograms))
+    waits = [
+        partial(q.oldest_waiting, list(s.lanes)[:LANE_LIMIT])
+        for q, s in zip(queues, snapshot, strict=True)
+    ]
+    oldest = {
+        q.name: {metrics.lane_label(group): seconds for group, seconds in found.items()}
+        for q, found in zip(queues, await gather_bounded(waits), strict=True)
+    }
+    jobs = JobHistogramCollector(histograms, oldest)
+    body = metrics.render(snapshot, d.latency, lanes, jobs)
     return Response(
         body,
         media_type="text/plain; version=0.0.4; charset=utf-8",

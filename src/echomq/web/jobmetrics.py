@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from echomq.metrics import BUCKETS, KEPT_MINUTES, Histogram, MetricPoint
@@ -87,10 +87,14 @@ def _buckets(counts: list[int]) -> list[tuple[str, float]]:
 
 
 class JobHistogramCollector(Collector):
-    """The two histogram families of one scrape."""
+    """The two histogram families of one scrape, and how long each lane's
+    longest-waiting job has been due (``oldest``: queue → lane label → seconds)."""
 
-    def __init__(self, histograms: JobHistograms) -> None:
+    def __init__(
+        self, histograms: JobHistograms, oldest: dict[str, dict[str, float]] | None = None
+    ) -> None:
         self.histograms = histograms
+        self.oldest = oldest or {}
 
     def collect(self) -> Iterator[Metric]:
         run = HistogramMetricFamily(
@@ -108,4 +112,13 @@ class JobHistogramCollector(Collector):
         for (queue, name), t in sorted(self.histograms.totals().items()):
             run.add_metric([queue, name], _buckets(t.run), t.run_sum)
             wait.add_metric([queue, name], _buckets(t.wait), t.wait_sum)
-        yield from (run, wait)
+        oldest = GaugeMetricFamily(
+            "echomq_oldest_waiting_seconds",
+            "How long the longest-waiting job of a lane has been due (server clock; 0: none "
+            "waits): what autoscalers such as KEDA scale on. The lanes of echomq_lane_backlog.",
+            labels=["queue", "lane"],
+        )
+        for queue, lanes in self.oldest.items():
+            for lane, seconds in lanes.items():
+                oldest.add_metric([queue, lane], seconds)
+        yield from (run, wait, oldest)
