@@ -40,6 +40,9 @@ def test_logs_prints_each_line_escaped(cli: RunCli, sq: SyncQueue) -> None:
     assert got["lines"][0]["message"] == "charging \x1b[31mred\x1b[0m"
     quiet = sq.add("quiet")
     assert "logged nothing" in cli("logs", quiet).stdout
+    inspected = cli("inspect", job_id).stdout  # the worker of its latest attempt, its run time
+    assert "w1" in inspected and "run time" in inspected
+    assert json.loads(cli("inspect", job_id, "--json").stdout)["worker"] == "w1"
 
 
 def test_logs_of_no_such_job_is_one_line(cli: RunCli, sq: SyncQueue) -> None:

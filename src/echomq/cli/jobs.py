@@ -177,6 +177,8 @@ def job_dict(job: Job, queue: str, cut: Mapping[str, FieldPreview] | None = None
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
         "tags": job.tags,
+        "worker": job.worker,
+        "duration": job.duration,
         "truncated": {name: preview.to_dict() for name, preview in (cut or {}).items()},
     }
 
@@ -209,6 +211,16 @@ def some_ids(total: int, shown: list[str], what: str) -> str:
     return text + (f" (and {total - len(shown)} more)" if total > len(shown) else "")
 
 
+def _run_rows(job: Job) -> list[tuple[str, str]]:
+    """Its latest attempt's run time and worker, where known."""
+    rows = []
+    if job.duration is not None:
+        rows.append(("run time", f"{job.duration:.3f} s"))
+    if job.worker is not None:
+        rows.append(("worker", escape_text(job.worker)))
+    return rows
+
+
 def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
     from rich.table import Table
 
@@ -230,6 +242,7 @@ def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
         rows.append(("run at", when(job.run_at)))
     if job.finished_at is not None:
         rows.append(("finished", when(job.finished_at)))
+    rows += _run_rows(job)
     if job.state is State.ACTIVE:
         rows.append(("lease until", when(job.lease_deadline)))
     if job.key is not None:
