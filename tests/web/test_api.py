@@ -428,3 +428,18 @@ def test_metrics_exports_how_long_each_lanes_oldest_job_has_waited(
     d = start_dashboard(backend_url, queues=[sq.name])
     got = samples(d.http.get("/metrics").text)
     assert got[("echomq_oldest_waiting_seconds", (("lane", "acme"), ("queue", sq.name)))] >= 0
+
+
+def test_the_metrics_endpoint_gives_each_names_minutes_and_refuses_bad_windows(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.configure(metrics=True)
+    sq.add_many([{"name": "send"} for _ in range(2)])
+    sq.complete_many([(job, None) for job in sq.claim(2)])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    got = d.http.get(f"/api/queues/{sq.name}/metrics", params={"minutes": 5}).json()
+    [send] = got["names"]
+    assert (send["name"], send["completed"], got["minutes"]) == ("send", 2, 5)
+    assert send["points"][0]["run_p50"] is not None
+    bad = d.http.get(f"/api/queues/{sq.name}/metrics", params={"minutes": 4321})
+    assert bad.status_code == 400

@@ -495,3 +495,31 @@ def test_inspector_shows_the_job_log_as_text_and_the_workers_panel_lists_workers
     assert page.locator("#inspector .job-log img").count() == 0  # shown as text
     assert page.locator("#inspector .job-log .log-error").count() == 1
     assert "w-browser" in page.text_content("#inspector .fields")
+
+
+def test_job_names_panel_shows_the_server_metrics_and_draws_a_name(
+    page: Any,
+    start_dashboard: StartDashboard,
+    backend_url: str,
+    sq: SyncQueue,
+    request: pytest.FixtureRequest,
+) -> None:
+    sq.configure(metrics=True)
+    sq.add_many([{"name": "send<b>"} for _ in range(4)] + [{"name": "bill"}])
+    jobs = sq.claim(5)
+    sq.complete_many([(job, None) for job in jobs if job.name != "bill"])
+    sq.fail(next(job for job in jobs if job.name == "bill"), "no", retry=False)
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name, lanes=False)
+    row = page.wait_for_selector('#metrics tr[data-name="send<b>"]')
+    cells = row.query_selector_all("td")
+    assert [c.text_content() for c in cells[:4]] == ["send<b>", "4", "0", "0"]
+    assert "█" in (cells[4].text_content() or "")
+    bill = page.query_selector('#metrics tr[data-name="bill"]')
+    assert bill is not None and [c.text_content() for c in bill.query_selector_all("td")][3] == "1"
+    row.click()
+    page.wait_for_selector("#metrics-chart:not([hidden])")
+    assert "send<b>" in page.text_content("#metrics-chart-legend")
+    artifacts = Path(request.config.rootpath) / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    page.locator("#metrics-panel").screenshot(path=str(artifacts / "dashboard-metrics.png"))

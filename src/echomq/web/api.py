@@ -38,6 +38,7 @@ from starlette.routing import Route
 from echomq.engine import PREVIEW_BYTES
 from echomq.errors import InvalidOption, JobNotFound
 from echomq.job import LISTED_STATES
+from echomq.metrics import KEPT_MINUTES
 from echomq.queue import Queue
 from echomq.score import encode
 from echomq.web import metrics, views
@@ -224,6 +225,13 @@ async def job_detail(request: Request) -> Response:
     return JSONResponse(
         {**views.job_detail(preview, download), "dependents": dependents, "log": log}
     )
+
+
+async def job_metrics(request: Request) -> Response:
+    queue = await queue_of(request)
+    minutes = int_param(request, "minutes", 60, 1, KEPT_MINUTES)
+    points = await queue.metrics(minutes=minutes)
+    return JSONResponse(views.metrics_view(points, minutes))
 
 
 async def list_workers(request: Request) -> Response:
@@ -443,6 +451,7 @@ def routes() -> list[Route]:
         Route(q + "/jobs/{job_id}", job_detail),
         Route(q + "/jobs/{job_id}/fields/{field}", job_field),
         Route(q + "/workers", list_workers),
+        Route(q + "/metrics", job_metrics),
         Route("/api/score", score),
         Route("/api/audit", audit),
         Route("/metrics", prometheus),

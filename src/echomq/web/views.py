@@ -10,6 +10,7 @@ from typing import Any
 
 from echomq.job import Job
 from echomq.joblogs import LogLine
+from echomq.metrics import MetricPoint
 from echomq.reports import JobPreview, LaneInfo, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.score import COUNTER_BITS, TIER_BITS, decode
@@ -176,3 +177,42 @@ def worker_view(worker: WorkerInfo) -> dict[str, Any]:
         "seen_at": worker.seen_at,
         "running": worker.running,
     }
+
+
+def _bound(value: float | None) -> float | None:
+    """A percentile's bucket bound for JSON (None: no job, or past the last bound)."""
+    return None if value is None or value == float("inf") else value
+
+
+def metrics_view(points: list[MetricPoint], minutes: int) -> dict[str, Any]:
+    """The server's per-minute metrics by job name: per minute its counts and the
+    p50 / p95 of run and wait (the bucket bounds that hold them: echomq.metrics),
+    and the totals over the window."""
+    names: dict[str, list[MetricPoint]] = {}
+    for point in points:
+        names.setdefault(point.name, []).append(point)
+    out = []
+    for name in sorted(names):
+        mine = names[name]
+        out.append(
+            {
+                "name": name,
+                "completed": sum(p.completed for p in mine),
+                "failed": sum(p.failed for p in mine),
+                "dead": sum(p.dead for p in mine),
+                "points": [
+                    {
+                        "minute": p.minute,
+                        "completed": p.completed,
+                        "failed": p.failed,
+                        "dead": p.dead,
+                        "run_p50": _bound(p.run.quantile(0.5)),
+                        "run_p95": _bound(p.run.quantile(0.95)),
+                        "wait_p50": _bound(p.wait.quantile(0.5)),
+                        "wait_p95": _bound(p.wait.quantile(0.95)),
+                    }
+                    for p in mine
+                ],
+            }
+        )
+    return {"minutes": minutes, "names": out}

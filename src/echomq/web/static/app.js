@@ -181,6 +181,7 @@ function select(name) {
   ui.queue = name;
   ui.detail = null;
   ui.jobLane = "";
+  ui.metrics = null; ui.metricsAt = 0; ui.metricsName = null; // the new queue's at once
   ui.deadSelected.clear();
   follow();
   history.replaceState(null, "", `#q=${encodeURIComponent(name)}`);
@@ -516,6 +517,85 @@ function logView(lines) {
     text: `${l.at.slice(11, 23)}Z  #${l.attempt}  ${l.level.padEnd(8)} ${l.message}\n` })));
 }
 
+// -- server-side metrics per job name ----------------------------------------------
+const SPARKS = "▁▂▃▄▅▆▇█";
+function sparkline(values) {
+  const top = Math.max(0, ...values);
+  return values.map((v) => (v === 0 || top === 0 ? " " : SPARKS[Math.min(7, Math.floor((v * 8 - 1) / top))])).join("");
+}
+const secs = (v) => (v === null || v === undefined ? "–" : v < 1 ? `≤${Math.round(v * 1000)} ms` : `≤${v} s`);
+
+// one value per minute of the window, oldest first (a minute without jobs: 0)
+function perMinute(points, minutes, key) {
+  const last = Math.floor(Date.now() / 60000);
+  const width = Math.min(minutes, 120);
+  const step = Math.ceil(minutes / width);
+  const out = new Array(width).fill(0);
+  for (const p of points) {
+    const slot = width - 1 - Math.floor((last - Math.floor(Date.parse(p.minute) / 60000)) / step);
+    if (slot >= 0 && slot < width) out[slot] += p[key];
+  }
+  return out;
+}
+
+function renderMetrics(m) {
+  ui.metrics = m;
+  $("no-metrics").hidden = m.names.length > 0;
+  setRows($("metrics").tBodies[0], m.names.map((n) => {
+    const runs = n.points.filter((p) => p.run_p50 !== null);
+    const worst = (k) => (runs.length ? Math.max(...runs.map((p) => p[k] || 0)) : null);
+    return el("tr", { class: "clickable", dataset: { name: n.name }, onclick: () => drawNameChart(n.name) },
+      el("td", { text: n.name }), el("td", { text: num(n.completed) }), el("td", { text: num(n.failed) }),
+      el("td", { text: num(n.dead) }), el("td", { class: "mono spark", text: sparkline(perMinute(n.points, m.minutes, "completed")) }),
+      el("td", { text: `${secs(worst("run_p50"))} / ${secs(worst("run_p95"))}` }),
+      el("td", { text: `${secs(worst("wait_p50"))} / ${secs(worst("wait_p95"))}` }));
+  }));
+  if (ui.metricsName) drawNameChart(ui.metricsName);
+}
+
+// the selected name's run and wait p95 per minute over the window (drawn here, no library)
+function drawNameChart(name) {
+  ui.metricsName = name;
+  const entry = ui.metrics && ui.metrics.names.find((n) => n.name === name);
+  const canvas = $("metrics-chart");
+  canvas.hidden = !entry;
+  $("metrics-chart-legend").hidden = !entry;
+  if (!entry) return;
+  $("metrics-chart-legend").textContent = `${name}: run p95 (blue) and wait p95 (orange) per minute, seconds (bucket bounds)`;
+  const ratio = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth || 600;
+  const height = canvas.clientHeight || 160;
+  canvas.width = width * ratio;
+  canvas.height = height * ratio;
+  const g = canvas.getContext("2d");
+  g.scale(ratio, ratio);
+  g.clearRect(0, 0, width, height);
+  const pad = { l: 44, r: 8, t: 8, b: 20 };
+  const last = Math.floor(Date.now() / 60000);
+  const first = last - ui.metrics.minutes + 1;
+  const pts = entry.points.map((p) => ({ m: Math.floor(Date.parse(p.minute) / 60000), run: p.run_p95 || 0, wait: p.wait_p95 || 0 }));
+  const top = niceMax(Math.max(0.001, ...pts.flatMap((p) => [p.run, p.wait])));
+  const x = (m) => pad.l + ((m - first) / Math.max(1, last - first)) * (width - pad.l - pad.r);
+  const y = (v) => height - pad.b - (v / top) * (height - pad.t - pad.b);
+  g.font = "11px system-ui, sans-serif";
+  g.fillStyle = "#6b7280";
+  g.fillText(String(top), 4, pad.t + 8);
+  g.fillText(`-${ui.metrics.minutes} min`, pad.l, height - 4);
+  g.fillText("now", width - pad.r - 22, height - 4);
+  for (const [key, color] of [["run", "#2563eb"], ["wait", "#ea580c"]]) {
+    g.fillStyle = color;
+    for (const p of pts) g.fillRect(x(p.m) - 1.5, y(p[key]) - 1.5, 3, 3);
+  }
+}
+
+async function loadMetrics(force = false) {
+  const minutes = Number($("metrics-minutes").value);
+  // at most every 30 s: the server counts per minute
+  if (!force && ui.metricsAt && Date.now() - ui.metricsAt < 30_000 && ui.metrics && ui.metrics.minutes === minutes) return;
+  ui.metricsAt = Date.now();
+  renderMetrics(await api(qpath(`/metrics?minutes=${minutes}`)));
+}
+
 function renderWorkers(workers) {
   $("no-workers").hidden = workers.length > 0;
   setRows($("workers").tBodies[0], workers.map((w) => {
@@ -732,6 +812,7 @@ async function refreshQueue() {
   ]);
   renderDetail(detail);
   renderWorkers(workers);
+  await loadMetrics();
   renderJobTabs();
   renderJobs(jobs);
   renderDead(dead);
@@ -788,6 +869,7 @@ async function start() {
   $("retry-all").addEventListener("click", () => deadAction("retry", true));
   $("purge-selected").addEventListener("click", () => deadAction("purge", false));
   $("purge-all").addEventListener("click", () => deadAction("purge", true));
+  $("metrics-minutes").addEventListener("change", () => loadMetrics(true));
   $("inspect-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const id = $("inspect-id").value.trim();
