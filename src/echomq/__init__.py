@@ -34,11 +34,11 @@ from echomq.job import Job, State
 from echomq.joblogs import LogLine
 from echomq.metrics import MetricPoint
 from echomq.options import Backoff
+from echomq.registry import WorkerInfo
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.sync import SyncQueue
 from echomq.tasks import SyncTask, Task
-from echomq.workers import WorkerInfo
 
 if TYPE_CHECKING:
     from echomq.queue import Queue

@@ -7,7 +7,7 @@ import json
 from cli.clitools import RunCli, one_line_error
 from echomq import SyncQueue
 from echomq.joblogs import JobLog
-from echomq.workers import info_text
+from echomq.registry import info_text
 
 
 def _logged_job(sq: SyncQueue, *messages: str) -> str:

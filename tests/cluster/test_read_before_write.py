@@ -38,9 +38,9 @@ from echomq import SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
 from echomq.joblogs import JobLog
+from echomq.registry import info_text
 from echomq.scripts import all_scripts, budget
 from echomq.scripts.library import READ_ONLY
-from echomq.workers import info_text
 from keyspace import give_unwritten_fixed_keys
 from localcluster import LocalCluster, cli_binary
 from servers import PrivateServer, missing_reason, server_binary

@@ -29,7 +29,7 @@ import redis
 
 from echomq import SyncQueue
 from echomq.joblogs import JobLog
-from echomq.workers import info_text
+from echomq.registry import info_text
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
 ADD_CEILING = 13

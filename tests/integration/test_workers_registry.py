@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from echomq import InvalidOption, Job, Queue, State, SyncQueue, Worker
-from echomq.workers import info_text
+from echomq.registry import info_text
 from integration.test_worker import job_in, running, wait_for
 
 pytestmark = pytest.mark.timeout(90)

@@ -380,7 +380,7 @@ def test_the_inspector_shows_the_log_worker_and_run_time_and_workers_are_listed(
     start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:
     from echomq.joblogs import JobLog
-    from echomq.workers import info_text
+    from echomq.registry import info_text
 
     sq.add("j")
     [job] = sq.claim(1, worker="w1")

@@ -474,7 +474,7 @@ def test_inspector_shows_the_job_log_as_text_and_the_workers_panel_lists_workers
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:
     from echomq.joblogs import JobLog
-    from echomq.workers import info_text
+    from echomq.registry import info_text
 
     sq.add("logged")
     [job] = sq.claim(1, worker="w-browser")

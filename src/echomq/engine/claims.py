@@ -30,8 +30,8 @@ from echomq.options import (
     check_seconds,
     delay_ms,
 )
+from echomq.registry import check_worker_id
 from echomq.scripts import script
-from echomq.workers import check_worker_id
 
 T = TypeVar("T")
 #: what woke a doorbell wait: a ring, this worker's stop bell, or nothing (timeout).

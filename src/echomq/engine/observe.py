@@ -1,5 +1,5 @@
 """Seeing what runs: a job's log (echomq.joblogs), the workers registry
-(echomq.workers) and the metrics kept on the server (echomq.metrics)."""
+(echomq.registry) and the metrics kept on the server (echomq.metrics)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from echomq.joblogs import LogLine, decode_log
 from echomq.keys import lane_of
 from echomq.metrics import MetricPoint, check_minutes, decode_metrics
 from echomq.options import MAX_LEASE, check_job_name, check_seconds
-from echomq.workers import WorkerInfo, check_worker_id, decode_workers
+from echomq.registry import WorkerInfo, check_worker_id, decode_workers
 
 
 def _log_or_raise(queue: str, job_id: str, reply: Any) -> list[LogLine]:
@@ -44,7 +44,7 @@ class ObserveCalls(EngineBase):
 
     def workers(self) -> Call[list[WorkerInfo]]:
         """The running workers of this queue (at most 1,000), oldest first: each
-        gone within three heartbeats of its death (echomq.workers)."""
+        gone within three heartbeats of its death (echomq.registry)."""
         return self._script("listWorkers", decode_workers)
 
     def worker_beat(self, worker_id: str, ttl: float, info: str | None) -> Call[int]:

@@ -11,11 +11,11 @@ from typing import Any
 from echomq.job import Job
 from echomq.joblogs import LogLine
 from echomq.metrics import MetricPoint
+from echomq.registry import WorkerInfo
 from echomq.reports import JobPreview, LaneInfo, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.score import COUNTER_BITS, TIER_BITS, decode
 from echomq.web.metrics import lane_label
-from echomq.workers import WorkerInfo
 
 #: an error shown in a job list is cut to this many characters (the inspector shows
 #: its first 64 KiB, like every long field).
@@ -166,7 +166,7 @@ def log_line(line: LogLine) -> dict[str, Any]:
 
 
 def worker_view(worker: WorkerInfo) -> dict[str, Any]:
-    """One running worker (echomq.workers)."""
+    """One running worker (echomq.registry)."""
     return {
         "id": worker.id,
         "host": worker.host,

@@ -57,7 +57,7 @@ from echomq.worker.isolation import check_not_in_job_process
 from echomq.worker.leases import Heartbeat
 from echomq.worker.logcapture import start_capture, stop_capture
 from echomq.worker.maintenance import Maintenance
-from echomq.worker.registry import Registration
+from echomq.worker.registration import Registration
 from echomq.worker.resilience import TRANSIENT, Pauses
 from echomq.worker.slots import SlotPool
 from echomq.worker.threads import DaemonThreads
@@ -109,7 +109,7 @@ class Worker:
     A handler's ``job.log(message)`` and its ``logging`` records at or above
     ``job_log_level`` (default INFO) go to its job's log (``q.logs``; echomq.joblogs),
     sent with the heartbeats and the outcome. The worker registers itself in
-    each queue (``q.workers()``, echomq.workers) under ``id``, refreshed every
+    each queue (``q.workers()``, echomq.registry) under ``id``, refreshed every
     heartbeat; each job it claims records it (``job.worker``).
     """
 

@@ -1,4 +1,4 @@
--- The workers registry (echomq/workers.py, DESIGN §10 "Workers").
+-- The workers registry (echomq/registry.py, DESIGN §10 "Workers").
 --
 -- Each running worker keeps one hash per queue it serves, Workers.key(id)
 -- (fields i: what it told, JSON; st: when it first beat; se: when it last

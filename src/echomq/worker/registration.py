@@ -1,5 +1,5 @@
 """A running worker's entry in the workers registry of each queue it serves
-(echomq.workers): written when its session starts, refreshed every heartbeat
+(echomq.registry): written when its session starts, refreshed every heartbeat
 interval with the jobs it runs, removed when it stops; one call per interval
 (workerBeat.lua), whatever the worker runs. An entry outlives its last beat
 by three intervals, so a worker killed -9 is gone within three heartbeats.
@@ -14,8 +14,8 @@ import socket
 from collections.abc import Callable, Sequence
 
 from echomq.queue import Queue
+from echomq.registry import HEARTBEATS_KEPT, info_text
 from echomq.worker.resilience import TRANSIENT
-from echomq.workers import HEARTBEATS_KEPT, info_text
 
 log = logging.getLogger("echomq.worker")
 
