@@ -8,10 +8,12 @@ the completion script writes them. That hash is then copied (DUMP / RESTORE)
 into every other minute of the 72 hours (4,320 minute hashes: the most the
 server keeps, each expiring 72 h after its minute began), and the
 ``used_memory`` delta is reported: every name finishing jobs in every minute,
-the worst case of the kept window. ``busy`` does the same after rewriting
-every number of the hash with seven digits (a minute in which each name ran
-millions of jobs and accumulated hours of run time: the longest values the
-format holds in practice; synthetic values, real memory).
+the worst case of the kept window. Two synthetic kinds rewrite every field of
+that hash first (synthetic values, real memory): ``typical``, four buckets of
+each histogram used and every number six digits long (a busy name: some
+hundred thousand jobs a minute, run times in a few buckets); ``worst``, every
+bucket used and every number seven digits long (the longest values the
+format holds in practice).
 
     python benchmarks/metrics_memory.py [--server valkey|redis|valkey9] [--jobs 20]
 
@@ -35,7 +37,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 import harness  # noqa: E402
 
 from echomq import SyncQueue  # noqa: E402
-from echomq.metrics import KEPT_MINUTES, WIDTH  # noqa: E402
+from echomq.metrics import BUCKETS, KEPT_MINUTES  # noqa: E402
 
 NAMES = 100
 
@@ -51,6 +53,19 @@ def one_minute(q: SyncQueue, raw: redis.Redis, jobs: int) -> str:
     keys = raw.keys(q.engine.keys.prefix + "metrics:*")
     # the fullest minute (a run that crossed a minute boundary splits the names)
     return str(max(keys, key=lambda k: int(raw.hlen(k))))
+
+
+#: the synthetic kinds: (buckets used per histogram, digits of every number)
+SYNTHETIC = {"typical": (4, 6), "worst": (len(BUCKETS) + 1, 7)}
+
+
+def synthetic_value(used: int, digits: int) -> str:
+    """A field with ``used`` buckets of each histogram filled and every number
+    ``digits`` long (the stored format, includes/metrics.lua: counts, then the
+    r/w sums and bucket:count)."""
+    big = "1" * digits
+    buckets = " ".join(f"{b}:{big}" for b in range(1, used + 1))
+    return f"{big} {big} {big} r{big} {buckets} w{big} {buckets}"
 
 
 def copies(raw: redis.Redis, key: str) -> int:
@@ -76,13 +91,13 @@ def main() -> None:
     with harness.BenchServer(args.server) as server:
         raw = redis.Redis.from_url(server.url, decode_responses=True)
         raw.config_set("hash-max-listpack-value", harness.SERVER_DEFAULT_LISTPACK_VALUE)
-        for kind in ("measured", "busy"):
+        for kind in ("measured", *SYNTHETIC):
             started = time.perf_counter()
             q = SyncQueue(f"metrics-{kind}", server.url)
             key = one_minute(q, raw, args.jobs)
-            if kind == "busy":
+            if kind in SYNTHETIC:
                 fields = [f for f in raw.hkeys(key) if f.startswith("n:")]
-                raw.hset(key, mapping={f: " ".join(["1234567"] * WIDTH) for f in fields})
+                raw.hset(key, mapping=dict.fromkeys(fields, synthetic_value(*SYNTHETIC[kind])))
             minute_bytes = int(raw.memory_usage(key, samples=0) or 0)
             grown = copies(raw, key)
             total = grown + minute_bytes

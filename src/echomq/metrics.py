@@ -45,7 +45,8 @@ BUCKETS: tuple[float, ...] = (
 )
 #: how many minutes the server keeps (72 hours).
 KEPT_MINUTES = 72 * 60
-#: numbers stored per minute and name (includes/metrics.lua: counts, two histograms).
+#: numbers kept per minute and name (includes/metrics.lua: counts, two histograms
+#: with their sums); stored sparse, the empty buckets left out.
 WIDTH = 3 + 2 * (len(BUCKETS) + 2)
 
 
@@ -104,19 +105,30 @@ def check_minutes(minutes: object) -> int:
 
 
 def decode_point(minute: Any, name: Any, text: Any) -> MetricPoint:
-    values = [int(v) for v in str(text).split()][:WIDTH]
-    values += [0] * (WIDTH - len(values))
-    n = len(BUCKETS) + 1
-    run = Histogram(tuple(values[3 : 3 + n]), values[3 + n] / 1000)
-    wait = Histogram(tuple(values[4 + n : 4 + 2 * n]), values[4 + 2 * n] / 1000)
+    """One stored field (includes/metrics.lua): "c f d r<sum> b:n … w<sum> b:n …"."""
+    counts = [0, 0, 0]
+    buckets = {"r": [0] * (len(BUCKETS) + 1), "w": [0] * (len(BUCKETS) + 1)}
+    sums = {"r": 0, "w": 0}
+    current: str | None = None
+    for i, token in enumerate(str(text).split()):
+        if token[0] in "rw":
+            current = token[0]
+            sums[current] = int(token[1:])
+        elif current is None:
+            if i < 3:
+                counts[i] = int(token)
+        else:
+            bucket, _, n = token.partition(":")
+            if 1 <= int(bucket) <= len(BUCKETS) + 1:
+                buckets[current][int(bucket) - 1] += int(n)
     return MetricPoint(
         datetime.fromtimestamp(int(minute) * 60, tz=UTC),
         str(name),
-        values[0],
-        values[1],
-        values[2],
-        run,
-        wait,
+        counts[0],
+        counts[1],
+        counts[2],
+        Histogram(tuple(buckets["r"]), sums["r"] / 1000),
+        Histogram(tuple(buckets["w"]), sums["w"] / 1000),
     )
 
 

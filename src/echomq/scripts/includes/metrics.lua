@@ -4,9 +4,12 @@
 -- One hash per minute, Metrics.key(minute) (minute: ms // 60000 on the server
 -- clock), expiring Metrics.KEEP_MS after it began: field "t" (the hash's
 -- marker), and per job name a field "n:<name>" holding, space-separated,
--- completed, failed, dead, then the run histogram (one count per bucket of
--- Metrics.BUCKETS_MS and one past the last), the run time's sum (ms), then
--- the wait histogram and sum the same way. Run: from the claim to the
+-- completed, failed and dead, then "r<sum of run times, ms>" followed by
+-- "<bucket>:<count>" for each bucket of the run histogram that is not empty
+-- (buckets 1 … #Metrics.BUCKETS_MS + 1, the last past every bound), then
+-- "w<sum>" and the wait histogram's buckets the same way: "3 0 0 r1250 4:3
+-- w20 1:3". Sparse, so a minute's hash of up to 128 names stays a listpack
+-- (values of at most 64 bytes, the server default) while few buckets are used. Run: from the claim to the
 -- outcome; wait: from when the job was due (created, or its run_at / retry
 -- time) to its claim. The completion scripts count every job they finish
 -- (completeMany.lua: completed; fail.lua: failed or dead) in the call that
@@ -73,19 +76,44 @@ function Metrics.write(batch)
   local args = {"t", "1"}
   for i, name in ipairs(batch.order) do
     local e = batch.names[name]
-    local old = batch.stored[i + 1]
-    if old then
-      local j = 0
-      for v in string.gmatch(old, "%d+") do
-        j = j + 1
-        if j <= Metrics.WIDTH then e[j] = e[j] + tonumber(v) end
-      end
-    end
-    local text = {}
-    for j = 1, Metrics.WIDTH do text[j] = fmt(e[j]) end
+    Metrics.merge(e, batch.stored[i + 1])
     args[#args + 1] = "n:" .. name
-    args[#args + 1] = table.concat(text, " ")
+    args[#args + 1] = Metrics.format(e)
   end
   redis.call("HSET", batch.key, unpack(args))
   if not batch.stored[1] then redis.call("PEXPIRE", batch.key, Metrics.KEEP_MS) end
+end
+
+-- Add the stored text ``old`` (nil: none) into the dense array ``e``.
+function Metrics.merge(e, old)
+  if not old then return end
+  local n = #Metrics.BUCKETS_MS + 2  -- a histogram's buckets and its sum
+  local at, count = 0, 0  -- at: where the current histogram starts in e (0: the counts)
+  for token in string.gmatch(old, "%S+") do
+    local head = string.sub(token, 1, 1)
+    if head == "r" or head == "w" then
+      at = head == "r" and 3 or 3 + n
+      e[at + n] = e[at + n] + (tonumber(string.sub(token, 2)) or 0)
+    elseif at == 0 then
+      count = count + 1
+      if count <= 3 then e[count] = e[count] + (tonumber(token) or 0) end
+    else
+      local b, v = string.match(token, "^(%d+):(%d+)$")
+      b = tonumber(b)
+      if b and b >= 1 and b < n then e[at + b] = e[at + b] + tonumber(v) end
+    end
+  end
+end
+
+-- The dense array ``e`` as the stored text.
+function Metrics.format(e)
+  local n = #Metrics.BUCKETS_MS + 2
+  local out = {fmt(e[1]), fmt(e[2]), fmt(e[3])}
+  for h, at in ipairs({3, 3 + n}) do
+    out[#out + 1] = (h == 1 and "r" or "w") .. fmt(e[at + n])
+    for b = 1, n - 1 do
+      if e[at + b] > 0 then out[#out + 1] = b .. ":" .. fmt(e[at + b]) end
+    end
+  end
+  return table.concat(out, " ")
 end
