@@ -374,3 +374,33 @@ def test_info_names_an_evicting_server(
     assert d.http.get("/api/info").json()["eviction"] == "volatile-lru"
     safe = start_dashboard(backend_url)
     assert safe.http.get("/api/info").json()["eviction"] is None
+
+
+def test_job_lists_page_by_cursor_and_search_finds_by_tags(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    ids = sq.add_many(
+        [{"name": "n", "data": i, "tags": {"customer": str(i % 3)}} for i in range(7)]
+    )
+    d = start_dashboard(backend_url, queues=[sq.name])
+    base = f"/api/queues/{sq.name}"
+    first = d.http.get(base + "/jobs", params={"state": "waiting", "count": 4, "cursor": ""}).json()
+    assert [r["id"] for r in first["jobs"]] == ids[:4] and first["more"]
+    rest = d.http.get(
+        base + "/jobs", params={"state": "waiting", "count": 4, "cursor": first["cursor"]}
+    ).json()
+    assert [r["id"] for r in rest["jobs"]] == ids[4:] and rest["cursor"] is None
+    found = d.http.get(base + "/find", params={"tags": "customer=0", "count": 2}).json()
+    assert [r["id"] for r in found["jobs"]] == [ids[6], ids[3]]  # newest first
+    assert found["tags"] == {"customer": "0"} and found["more"]
+    for params in (
+        {"tags": "customer"},  # not key=value
+        {"tags": "Customer=1"},  # a key out of range
+        {"tags": "customer=1", "state": "lost"},
+        {"tags": "customer=1", "cursor": "forged"},
+        {"tags": "customer=1", "count": "0"},
+    ):
+        refused = d.http.get(base + "/find", params=params)
+        assert refused.status_code == 400, params
+    refused = d.http.get(base + "/jobs", params={"state": "waiting", "cursor": found["cursor"]})
+    assert refused.status_code == 400  # a search's cursor is not a listing's

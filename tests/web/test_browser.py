@@ -468,3 +468,31 @@ def test_inspector_marks_a_long_payload_truncated_and_downloads_it_whole(
     saved = Path(download.value.path()).read_bytes()
     assert saved == orjson.dumps(data)
     assert download.value.suggested_filename == f"{job_id}-data.json"
+
+
+def test_search_by_tags_pages_by_cursor_and_a_job_id_opens_the_inspector(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    ids = sq.add_many(
+        [{"name": "invoice", "data": i, "tags": {"customer": str(i % 2)}} for i in range(130)]
+    )
+    mine = [job_id for i, job_id in enumerate(ids) if i % 2 == 0][::-1]  # newest first
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    shown = "rows => rows.map(r => r.dataset.jobId)"
+    page.fill("#search-tags", "customer=0")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector(f'#jobs tr[data-job-id="{mine[0]}"]')
+    assert page.locator("#jobs tbody tr").evaluate_all(shown) == mine[:50]
+    assert "customer=0" in page.text_content("#search-shown")
+    page.click('#jobs-pager button[data-page="next"]')
+    page.wait_for_selector(f'#jobs tr[data-job-id="{mine[50]}"]')
+    assert page.locator("#jobs tbody tr").evaluate_all(shown) == mine[50:]
+    assert "rows 51–65" in page.text_content("#jobs-pager")
+    page.fill("#search-tags", "nonsense")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector("#banner.error")  # refused, said, and the list goes back to a state
+    page.wait_for_selector(f'#jobs tr[data-job-id="{ids[49]}"]')
+    page.fill("#search-tags", ids[7])
+    page.click("#search-form button[type=submit]")
+    wait_for(lambda: ids[7] in (page.text_content("#inspector") or ""), what="the inspector")

@@ -7,7 +7,9 @@ dashboard changes nothing that a program using echomq could not.
     GET  /api/info                          mode, refresh interval, server, eviction
     GET  /api/queues                        every shown queue: counts, totals, rate
     GET  /api/queues/{q}                    one queue: counts, ring, weights, tiers, throughput
-    GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=)
+    GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=;
+                                            ?cursor= pages by cursor, "" the first page)
+    GET  /api/queues/{q}/find?tags=k=v …    the jobs carrying every tag (&state=, &name=, &cursor=)
     GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits; a long
                                             field (data, result, …) as its first 64 KiB
     GET  /api/queues/{q}/jobs/{id}/fields/{f}  that field whole, as a download
@@ -40,6 +42,7 @@ from echomq.errors import InvalidOption, JobNotFound
 from echomq.job import LISTED_STATES
 from echomq.queue import Queue
 from echomq.score import encode
+from echomq.tags import JobPage, parse_tag_args
 from echomq.web import metrics, views
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog, audit_text
 from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
@@ -187,8 +190,12 @@ async def list_jobs(request: Request) -> Response:
     if state not in JOB_STATES:
         raise InvalidOption(f"state {state!r} is not one of {', '.join(JOB_STATES)}")
     group = group_param(request.query_params.get("group")) if state == "waiting" else None
-    offset = int_param(request, "offset", 0, 0, 10**9)
     count = int_param(request, "count", PAGE_SIZE, 1, MAX_PAGE)
+    cursor = request.query_params.get("cursor")
+    if cursor is not None:  # the page's lists: a job that moves is not shown twice in a row
+        page = await queue.jobs(state, cursor=cursor, count=count, group=group, summary=True)
+        return page_response(page, state=state, count=count)
+    offset = int_param(request, "offset", 0, 0, 10**9)
     # one row more than asked tells whether a next page exists
     jobs = await queue.jobs(state, offset=offset, count=count + 1, group=group, summary=True)
     return JSONResponse(
@@ -198,6 +205,34 @@ async def list_jobs(request: Request) -> Response:
             "count": count,
             "more": len(jobs) > count,
             "jobs": [views.job_summary(j) for j in jobs[:count]],
+        }
+    )
+
+
+async def find_jobs(request: Request) -> Response:
+    queue = await queue_of(request)
+    params = request.query_params
+    tags = parse_tag_args(params.get("tags", "").split())
+    count = int_param(request, "count", PAGE_SIZE, 1, MAX_PAGE)
+    page = await queue.find(
+        tags,
+        state=params.get("state") or None,
+        name=params.get("name") or None,
+        cursor=params.get("cursor") or None,
+        count=count,
+        summary=True,
+    )
+    return page_response(page, tags=tags, count=count)
+
+
+def page_response(page: JobPage, **about: Any) -> Response:
+    """A cursor page: its job summaries, the cursor after it (null: the last page)."""
+    return JSONResponse(
+        {
+            **about,
+            "cursor": page.cursor,
+            "more": page.cursor is not None,
+            "jobs": [views.job_summary(j) for j in page.jobs],
         }
     )
 
@@ -413,6 +448,7 @@ def routes() -> list[Route]:
         Route("/api/queues", list_queues),
         Route(q, queue_detail),
         Route(q + "/jobs", list_jobs),
+        Route(q + "/find", find_jobs),
         Route(q + "/jobs/{job_id}", job_detail),
         Route(q + "/jobs/{job_id}/fields/{field}", job_field),
         Route("/api/score", score),

@@ -24,8 +24,10 @@ const ui = {
   detail: null,
   jobState: "waiting",
   jobLane: "",
-  jobOffset: 0,
-  deadOffset: 0,
+  // cursor paging: each list keeps the pages it went through, {cursor, first row}
+  jobPages: [{ cursor: "", first: 0 }],
+  deadPages: [{ cursor: "", first: 0 }],
+  search: null, // {tags, state, name}: the jobs list shows what find() finds
   inspect: null,
   deadSelected: new Set(),
   token: sessionStorage.getItem(TOKEN_KEY),
@@ -181,6 +183,9 @@ function select(name) {
   ui.queue = name;
   ui.detail = null;
   ui.jobLane = "";
+  ui.search = null;
+  resetPages("jobPages");
+  resetPages("deadPages");
   ui.deadSelected.clear();
   follow();
   history.replaceState(null, "", `#q=${encodeURIComponent(name)}`);
@@ -377,11 +382,14 @@ function renderJobTabs() {
   const counts = ui.detail ? ui.detail.counts : {};
   $("job-tabs").replaceChildren(...STATES.map((s) => el("button", {
     type: "button", class: s === ui.jobState ? "tab active" : "tab", dataset: { state: s },
-    onclick: () => { ui.jobState = s; ui.jobOffset = 0; refreshSoon(); },
+    onclick: () => { ui.jobState = s; ui.search = null; resetPages("jobPages"); refreshSoon(); },
   }, `${s} `, el("span", { class: "muted", text: num(counts[s]) }))));
   if (!ui.jobLane && ui.detail && ui.detail.lanes.length) ui.jobLane = ui.detail.lanes[0].label;
   const select = $("job-lane");
-  select.hidden = ui.jobState !== "waiting";
+  select.hidden = ui.jobState !== "waiting" || ui.search !== null;
+  if (ui.search) for (const tab of $("job-tabs").children) tab.classList.remove("active");
+  $("search-shown").hidden = ui.search === null;
+  if (ui.search) $("search-what").textContent = searchText(ui.search);
   const labels = ui.detail ? ui.detail.lanes.map((l) => l.label) : [];
   if (!labels.includes("(default)")) labels.unshift("(default)");
   if ([...select.options].map((o) => o.value).join() !== labels.join()) {
@@ -390,19 +398,60 @@ function renderJobTabs() {
   select.value = ui.jobLane || "(default)";
 }
 
-// "rows 51–100" with Previous/Next; ``key`` is the ui field holding the offset.
+// Cursor paging: ``key`` is the ui field holding the list's pages, the shown one last.
+function resetPages(key) { ui[key] = [{ cursor: "", first: 0 }]; }
+function shownPage(key) { return ui[key][ui[key].length - 1]; }
+
+// "rows 51–100" with Previous/Next (a search's page may be short: it looks at a bounded
+// number of jobs per call, and Next goes on while the server says there is more).
 function renderPager(id, page, key) {
-  const first = page.jobs.length ? page.offset + 1 : 0;
+  const pages = ui[key];
+  const at = shownPage(key).first;
+  const first = page.jobs.length ? at + 1 : at;
   $(id).replaceChildren(
-    el("button", { type: "button", class: "small", text: "‹ Previous", disabled: page.offset === 0,
-      dataset: { page: "prev" }, onclick: () => { ui[key] = Math.max(0, page.offset - PAGE); refreshSoon(); } }),
-    el("span", { class: "muted", text: ` rows ${num(first)}–${num(page.offset + page.jobs.length)} ` }),
+    el("button", { type: "button", class: "small", text: "‹ Previous", disabled: pages.length === 1,
+      dataset: { page: "prev" }, onclick: () => { pages.pop(); refreshSoon(); } }),
+    el("span", { class: "muted", text: ` rows ${num(first)}–${num(at + page.jobs.length)} ` }),
     el("button", { type: "button", class: "small", text: "Next ›", disabled: !page.more,
-      dataset: { page: "next" }, onclick: () => { ui[key] = page.offset + PAGE; refreshSoon(); } }));
+      dataset: { page: "next" },
+      onclick: () => { pages.push({ cursor: page.cursor, first: at + page.jobs.length }); refreshSoon(); } }));
+}
+
+// -- search: find() by tags, with a state and a name; a job id opens the inspector
+function searchText(search) {
+  return [search.tags, search.state && `state ${search.state}`, search.name && `name ${search.name}`]
+    .filter(Boolean).join(", ");
+}
+
+function runSearch(event) {
+  event.preventDefault();
+  const text = $("search-tags").value.trim();
+  if (/^job_\S+$/.test(text)) { inspect(text); return; }
+  if (!text) { toast("search by tags: key=value (e.g. customer=42), or a job id", "error"); return; }
+  ui.search = { tags: text, state: $("search-state").value, name: $("search-name").value.trim() };
+  resetPages("jobPages");
+  refreshSoon();
+}
+
+function clearSearch() {
+  ui.search = null;
+  resetPages("jobPages");
+  refreshSoon();
+}
+
+function jobsPath() {
+  const cursor = encodeURIComponent(shownPage("jobPages").cursor);
+  if (ui.search) {
+    const s = ui.search;
+    return qpath(`/find?tags=${encodeURIComponent(s.tags)}&state=${encodeURIComponent(s.state)}`
+      + `&name=${encodeURIComponent(s.name)}&count=${PAGE}&cursor=${cursor}`);
+  }
+  const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
+  return qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&cursor=${cursor}${lane}`);
 }
 
 function renderJobs(page) {
-  renderPager("jobs-pager", page, "jobOffset");
+  renderPager("jobs-pager", page, "jobPages");
   setRows($("jobs").tBodies[0], page.jobs.map((job) => el("tr", {
     class: "clickable", dataset: { jobId: job.id }, onclick: () => inspect(job.id),
   },
@@ -412,7 +461,7 @@ function renderJobs(page) {
 }
 
 function renderDead(page) {
-  renderPager("dead-pager", page, "deadOffset");
+  renderPager("dead-pager", page, "deadPages");
   $("no-dead").hidden = page.jobs.length > 0;
   const ids = new Set(page.jobs.map((j) => j.id));
   for (const id of [...ui.deadSelected]) if (!ids.has(id)) ui.deadSelected.delete(id);
@@ -703,15 +752,20 @@ async function refresh() {
 }
 
 async function refreshQueue() {
-  const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
-  const [detail, jobs, dead, audit] = await Promise.all([
-    api(qpath()), api(qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&offset=${ui.jobOffset}${lane}`)),
-    api(qpath(`/jobs?state=dead&count=${PAGE}&offset=${ui.deadOffset}`)), api("/api/audit"),
-  ]);
+  const jobs = api(jobsPath()).catch((err) => {
+    // a refused search (a bad tag) ends the search, and says why
+    if (!ui.search) throw err;
+    toast(`search: ${err.message}`, "error");
+    ui.search = null;
+    resetPages("jobPages");
+    return api(jobsPath());
+  });
+  const dead = api(qpath(`/jobs?state=dead&count=${PAGE}&cursor=${encodeURIComponent(shownPage("deadPages").cursor)}`));
+  const [detail, jobPage, deadPage, audit] = await Promise.all([api(qpath()), jobs, dead, api("/api/audit")]);
   renderDetail(detail);
   renderJobTabs();
-  renderJobs(jobs);
-  renderDead(dead);
+  renderJobs(jobPage);
+  renderDead(deadPage);
   renderAudit(audit);
   if (ui.inspect && !["completed", "dead"].includes($("inspector").dataset.state)) await loadInspector();
 }
@@ -753,7 +807,9 @@ async function start() {
     runAction(`weight of ${group || "(default)"}`, qpath("/weights"),
       { group: group || null, weight: Number($("weight-value").value) });
   });
-  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; ui.jobOffset = 0; refreshSoon(); });
+  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; resetPages("jobPages"); refreshSoon(); });
+  $("search-form").addEventListener("submit", runSearch);
+  $("search-clear").addEventListener("click", clearSearch);
   $("dead-all").addEventListener("change", (e) => {
     for (const box of $("dead").tBodies[0].querySelectorAll("input[type=checkbox]")) {
       box.checked = e.target.checked;
