@@ -404,3 +404,43 @@ def test_job_lists_page_by_cursor_and_search_finds_by_tags(
         assert refused.status_code == 400, params
     refused = d.http.get(base + "/jobs", params={"state": "waiting", "cursor": found["cursor"]})
     assert refused.status_code == 400  # a search's cursor is not a listing's
+
+
+def test_bulk_actions_act_on_what_a_search_found_one_step_at_a_time(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.web.bulk import STEP
+
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    base = f"/api/queues/{sq.name}/found"
+    mine = {"tags": "customer=42"}
+    kept = sq.add("other", tags={"customer": "7"})
+    waiting = sq.add_many([{"name": "n", "tags": {"customer": "42"}} for _ in range(STEP + 20)])
+    # no token: refused, nothing removed
+    refused = d.http.post(base + "/remove", json={**mine, "cursor": ""}, headers=JSON)
+    assert refused.status_code in (401, 403) and sq.get(waiting[0]) is not None
+    for bad in ({**mine, "colour": "red"}, {"tags": "nonsense"}, {**mine, "state": 3}):
+        assert d.http.post(base + "/remove", json=bad, headers=AUTH).status_code == 400, bad
+    assert sq.get(waiting[0]) is not None
+    # cancel in steps: the first step acts on one page, the cursor goes on
+    first = d.http.post(base + "/cancel", json={**mine, "cursor": ""}, headers=AUTH).json()
+    assert (first["looked"], first["done"]) == (STEP, STEP) and first["cursor"]
+    rest = d.http.post(base + "/cancel", json={**mine, "cursor": first["cursor"]}, headers=AUTH)
+    assert (rest.json()["done"], rest.json()["cursor"]) == (20, None)
+    assert all(sq.get(job_id) is None for job_id in waiting)  # not started: removed
+    assert sq.get(kept) is not None  # another customer's job is left alone
+    # retry acts on the dead jobs found and skips the rest
+    dead = [sq.add("d", tags={"customer": "42"}, max_attempts=1) for _ in range(2)]
+    for job in sq.claim(10):
+        if job.id in dead:
+            sq.fail(job, "boom")
+        else:
+            sq.release(job)  # customer 7's job waits again
+    with_tag = sq.add("n", tags={"customer": "42"})
+    step = d.http.post(base + "/retry", json={**mine, "cursor": ""}, headers=AUTH).json()
+    assert (step["done"], step["skipped"], step["cursor"]) == (2, 1, None)
+    assert {sq.get(job_id).state for job_id in dead} == {"waiting"}  # type: ignore[union-attr]
+    step = d.http.post(base + "/remove", json={**mine, "cursor": ""}, headers=AUTH).json()
+    assert step["done"] == 3 and sq.get(with_tag) is None and sq.get(kept) is not None
+    actions = [e["action"] for e in d.http.get("/api/audit").json()]
+    assert {"cancel found", "retry found", "remove found"} <= set(actions)

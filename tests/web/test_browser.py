@@ -496,3 +496,22 @@ def test_search_by_tags_pages_by_cursor_and_a_job_id_opens_the_inspector(
     page.fill("#search-tags", ids[7])
     page.click("#search-form button[type=submit]")
     wait_for(lambda: ids[7] in (page.text_content("#inspector") or ""), what="the inspector")
+
+
+def test_a_bulk_action_on_a_search_runs_in_steps_to_the_end(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.web.bulk import STEP
+
+    found = sq.add_many([{"name": "n", "tags": {"customer": "42"}} for _ in range(2 * STEP + 5)])
+    kept = sq.add("n", tags={"customer": "7"})
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name, token=TOKEN)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.fill("#search-tags", "customer=42")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector(f'#jobs tr[data-job-id="{found[-1]}"]')
+    page.click('[data-bulk="remove"]')
+    wait_for(lambda: "remove: 205 done" in (page.text_content("#bulk-status") or ""), what="steps")
+    assert sq.stats().counts["waiting"] == 1 and sq.get(kept) is not None
+    wait_for(lambda: page.locator("#jobs tbody tr").count() == 0, what="the emptied search")

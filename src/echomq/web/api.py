@@ -22,6 +22,8 @@ dashboard changes nothing that a program using echomq could not.
     POST /api/queues/{q}/dead/retry         {"ids": [...]} or {"all": true}
     POST /api/queues/{q}/dead/purge         {"ids": [...]} or {"all": true}
     POST /api/queues/{q}/drop               {"confirm": q}: delete the queue for good
+    POST /api/queues/{q}/found/{retry|remove|cancel}  {"tags", "state", "name", "cursor"}: one
+                                            step of a bulk action on a search (echomq.web.bulk)
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from echomq.job import LISTED_STATES
 from echomq.queue import Queue
 from echomq.score import encode
 from echomq.tags import JobPage, parse_tag_args
-from echomq.web import metrics, views
+from echomq.web import bulk, metrics, views
+from echomq.web.bulk import act_on_found
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog, audit_text
 from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
 from echomq.web.registry import QueueRegistry, gather_bounded
@@ -462,4 +465,12 @@ def routes() -> list[Route]:
         Route(q + "/dead/retry", action("retry_dead", retry_dead), methods=["POST"]),
         Route(q + "/dead/purge", action("purge_dead", purge_dead), methods=["POST"]),
         Route(q + "/drop", action("drop", drop), methods=["POST"]),
+        *(
+            Route(
+                q + f"/found/{kind}",
+                action(f"{kind} found", partial(act_on_found, kind)),
+                methods=["POST"],
+            )
+            for kind in bulk.KINDS
+        ),
     ]

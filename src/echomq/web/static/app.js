@@ -28,6 +28,7 @@ const ui = {
   jobPages: [{ cursor: "", first: 0 }],
   deadPages: [{ cursor: "", first: 0 }],
   search: null, // {tags, state, name}: the jobs list shows what find() finds
+  bulkStop: false, // set by Stop: a bulk action ends after its current step
   inspect: null,
   deadSelected: new Set(),
   token: sessionStorage.getItem(TOKEN_KEY),
@@ -433,6 +434,39 @@ function runSearch(event) {
   refreshSoon();
 }
 
+// A bulk action on every job the search finds, a step (one page) per request
+// until the search ends or Stop is pressed; each step is guarded and audited.
+async function bulkFound(kind) {
+  const search = ui.search;
+  if (!search || !confirm(`${kind} every job found by ${searchText(search)} in ${ui.queue}?`)) return;
+  const [bar, status, stop] = [$("bulk-progress"), $("bulk-status"), $("bulk-stop")];
+  ui.bulkStop = false;
+  bar.hidden = false;
+  bar.removeAttribute("value"); // indeterminate: a search does not know its total in advance
+  stop.hidden = false;
+  let cursor = "";
+  let looked = 0;
+  let done = 0;
+  try {
+    do {
+      const step = await act(qpath(`/found/${kind}`),
+        { tags: search.tags, state: search.state, name: search.name, cursor });
+      looked += step.looked;
+      done += step.done;
+      cursor = step.cursor;
+      status.textContent = `${kind}: ${num(done)} done, ${num(looked - done)} skipped${cursor ? "…" : ""}`;
+    } while (cursor && !ui.bulkStop);
+    toast(`${kind}: ${num(done)} job(s)${cursor ? " (stopped)" : ""}`, "ok");
+  } catch (err) {
+    toast(`${kind} refused: ${err.message}`, "error");
+  } finally {
+    bar.value = 1;
+    bar.max = 1;
+    stop.hidden = true;
+    refreshSoon();
+  }
+}
+
 function clearSearch() {
   ui.search = null;
   resetPages("jobPages");
@@ -810,6 +844,10 @@ async function start() {
   $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; resetPages("jobPages"); refreshSoon(); });
   $("search-form").addEventListener("submit", runSearch);
   $("search-clear").addEventListener("click", clearSearch);
+  for (const button of document.querySelectorAll("[data-bulk]")) {
+    button.addEventListener("click", () => bulkFound(button.dataset.bulk));
+  }
+  $("bulk-stop").addEventListener("click", () => { ui.bulkStop = true; });
   $("dead-all").addEventListener("change", (e) => {
     for (const box of $("dead").tBodies[0].querySelectorAll("input[type=checkbox]")) {
       box.checked = e.target.checked;
