@@ -149,6 +149,7 @@ class Queue(QueueShell[AsyncSender]):
         return page
 
     find = sends_async(Engine.find)
+    names = sends_async(Engine.names)
     dead = sends_async(Engine.dead)
     retry_dead = sends_steps_async(Engine.retry_dead)
     purge_dead = sends_async(Engine.purge_dead)

@@ -88,6 +88,7 @@ class SyncQueue(QueueShell[SyncSender]):
         return page
 
     find = sends(Engine.find)
+    names = sends(Engine.names)
     dead = sends(Engine.dead)
     retry_dead = sends_steps(Engine.retry_dead)
     purge_dead = sends(Engine.purge_dead)

@@ -267,3 +267,18 @@ def test_a_cursor_of_another_query_or_changed_by_hand_is_refused(sq: SyncQueue) 
         sq.jobs("waiting", cursor=found)
     with pytest.raises(InvalidOption, match="cursor"):
         sq.jobs("delayed", cursor=listed)  # another state's
+
+
+def test_names_reads_the_names_of_a_few_jobs(sq: SyncQueue) -> None:
+    a, b = sq.add("invoice.send"), sq.add("mail.send")
+    sq.remove(b)
+    gone = "job_01jzzzzzzzzzzzzzzzzzzzzzzz"
+    assert sq.names([a, b, gone, "not-an-id"]) == {
+        a: "invoice.send",
+        b: None,
+        gone: None,
+        "not-an-id": None,
+    }
+    assert sq.names([]) == {}
+    with pytest.raises(InvalidOption, match="job ids"):
+        sq.names([a] * 101)

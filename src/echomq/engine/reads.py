@@ -4,14 +4,14 @@ finish (watch), and its event stream (read_events, wait_for_events)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple, overload
 
 from echomq import lanepages
 from echomq.call import Call
-from echomq.engine.base import EngineBase, find
+from echomq.engine.base import EngineBase, find, names_a_job
 from echomq.engine.replies import check_code, listed_jobs, ms, pairs
 from echomq.errors import InvalidOption
 from echomq.events import EventPage, check_event_id, parse_page
@@ -31,6 +31,8 @@ SUMMARY_ERROR_BYTES = 1024
 #: (an entry holds up to 500 events: includes/events.lua).
 EVENT_PAGE = 20
 MAX_EVENT_PAGE = 200
+#: the most jobs one ``names`` call names.
+MAX_NAMES = 100
 #: the longest wait() (seconds): a day.
 MAX_WAIT = 86_400.0
 #: a wait's entry on the server outlives the client's own timeout by this much
@@ -194,6 +196,21 @@ class ReadCalls(EngineBase):
         return self._script(
             "findJobs", parse, wanted, state or "", name or "", start, str(count), preview
         )
+
+    def names(self, job_ids: Sequence[str]) -> Call[dict[str, str | None]]:
+        """The names of up to MAX_NAMES jobs, by id (None: no such job)."""
+        given = list(job_ids)
+        check_int("job ids", len(given), 0, MAX_NAMES)
+        wanted = [job_id for job_id in given if names_a_job(job_id)]
+        if not wanted:
+            # (no job to read: a call that touches the queue's slot and reads nothing)
+            return Call(parse=lambda _: dict.fromkeys(given), command=("EXISTS", self.keys.job("")))
+
+        def decode(reply: Any) -> dict[str, str | None]:
+            found = {job_id: name or None for job_id, name in zip(wanted, reply, strict=True)}
+            return {job_id: found.get(job_id) for job_id in given}
+
+        return self._script("jobNames", decode, *wanted)
 
     def dead(self, *, offset: int = 0, count: int = 100) -> Call[list[Job]]:
         """Dead jobs, newest first, with their last error."""

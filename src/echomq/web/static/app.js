@@ -756,8 +756,10 @@ function renderRecent() {
   const tbody = $("events").tBodies[0];
   setRows(tbody, ui.recent.map((e) => el("tr", {},
     el("td", { class: "mono", text: e.id }),
+    el("td", { class: "when", text: e.at ? new Date(e.at).toLocaleTimeString() : "" }),
     el("td", { text: e.kind === "missed" ? `missed ${e.skipped}` : e.kind }),
     el("td", { class: "mono", text: e.job_id || "" }),
+    el("td", { text: e.name || "" }),
     el("td", { text: e.group === null || e.group === undefined ? "(default)" : e.group }),
     el("td", { text: e.error || (e.attempt ? `attempt ${e.attempt}` : "") }))));
   $("no-events").hidden = ui.recent.length > 0;

@@ -1,0 +1,217 @@
+"""How long the dashboard's views take to show in Chromium on a large queue (issue 30).
+
+A private server (harness.BenchServer) gets one queue of ``--jobs`` jobs
+(default 10^5) over ``--lanes`` lanes (default 10^3), each tagged
+``customer=<i mod 1000>``; 1 % of them are completed and 1 % dead. The
+dashboard (``create_app``, served by uvicorn on a loopback port) is opened
+in headless Chromium (Debian's ``chromium``, driven by Playwright) and each
+view is timed from the click (or the page load) until its rows are drawn:
+
+- ``open``: the page loaded until the queue view and its lane ring show;
+- ``tab <state>``: a job list tab;
+- ``next page``: the waiting list's second page (by cursor);
+- ``search``: a search by tag (``customer=42``);
+- ``inspect``: a job in the inspector.
+
+Each view is timed ``--rounds`` times; the median and the slowest are
+reported (ms). ``--screenshot PATH`` saves the page after a search.
+
+    python benchmarks/dashboard_load.py [--jobs N] [--lanes N] [--screenshot docs/img/x.png]
+
+A measurement, not a test: nothing here asserts a figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "src"))
+
+import harness  # noqa: E402
+import uvicorn  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from echomq import SyncQueue  # noqa: E402
+from echomq.web.app import create_app  # noqa: E402
+
+CHUNK = 1000
+VIEWPORT = {"width": 1440, "height": 1000}
+STATES = ("waiting", "delayed", "active", "completed", "dead")
+
+
+def fill(q: SyncQueue, jobs: int, lanes: int) -> None:
+    for start in range(0, jobs, CHUNK):
+        q.add_many(
+            [
+                {
+                    "name": f"task-{i % 7}",
+                    "data": {"i": i},
+                    "group": f"tenant-{i % lanes}",
+                    "priority": i % 3,
+                    "tags": {"customer": str(i % 1000)},
+                    "max_attempts": 1,
+                }
+                for i in range(start, min(jobs, start + CHUNK))
+            ]
+        )
+    finished = jobs // 100
+    for done in range(2):  # 1 % completed, then 1 % dead
+        left = finished
+        while left:
+            claimed = q.claim(min(left, 1000))
+            if not claimed:
+                break
+            if done == 0:
+                q.complete_many([(job, {"ok": True}) for job in claimed])
+            else:
+                for job in claimed:
+                    q.fail(job, "boom")
+            left -= len(claimed)
+    q.claim(50)  # some active
+
+
+def serve(url: str, queue: str) -> tuple[str, uvicorn.Server, threading.Thread]:
+    app = create_app(url, [queue], None, interval=2.0)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the dashboard did not start")
+        time.sleep(0.02)
+    return f"http://127.0.0.1:{port}", server, thread
+
+
+def timed(action: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    action()
+    return (time.perf_counter() - started) * 1000
+
+
+def measure(page: Any, base: str, queue: str, ids: dict[str, str], rounds: int) -> dict[str, Any]:
+    samples: dict[str, list[float]] = {}
+
+    def record(label: str, action: Callable[[], None]) -> None:
+        samples.setdefault(label, []).append(timed(action))
+
+    for _ in range(rounds):
+
+        def load() -> None:
+            page.goto(f"{base}/#q={queue}")
+            page.wait_for_selector("#lanes tbody tr")
+            page.wait_for_selector("#jobs tbody tr")
+
+        record("open", load)
+        first = page.locator("#jobs tbody tr").first.get_attribute("data-job-id")
+        ids["waiting"] = first
+        for state in [s for s in STATES if s in ids]:
+
+            def tab(state: str = state) -> None:
+                page.click(f'#job-tabs button[data-state="{state}"]')
+                page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids[state]}"]')
+
+            record(f"tab {state}", tab)
+        page.click('#job-tabs button[data-state="waiting"]')
+        page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids["waiting"]}"]')
+
+        def next_page(first: str | None = first) -> None:
+            page.click('#jobs-pager button[data-page="next"]')
+            page.wait_for_function(
+                "first => document.querySelector('#jobs tbody tr').dataset.jobId !== first",
+                arg=first,
+            )
+
+        record("next page", next_page)
+
+        def search() -> None:
+            page.fill("#search-tags", "customer=42")
+            page.click("#search-form button[type=submit]")
+            page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids["customer 42"]}"]')
+
+        record("search", search)
+
+        def inspect() -> None:
+            page.click(f'#jobs tbody tr[data-job-id="{ids["customer 42"]}"]')
+            page.wait_for_selector(f'#inspector[data-job-id="{ids["customer 42"]}"]')
+
+        record("inspect", inspect)
+        page.click("#search-clear")
+    return {
+        label: {"median_ms": round(statistics.median(v), 1), "max_ms": round(max(v), 1)}
+        for label, v in samples.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--lanes", type=int, default=1_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--screenshot", type=Path)
+    args = parser.parse_args()
+    chromium = os.environ.get("ECHOMQ_CHROMIUM") or shutil.which("chromium")
+    if chromium is None:
+        sys.exit("no chromium (Debian: apt-get install chromium)")
+    with harness.probed_server("valkey") as (server, _probe), SyncQueue("big", server.url) as q:
+        started = time.monotonic()
+        fill(q, args.jobs, args.lanes)
+        fill_s = time.monotonic() - started
+        ids = {"customer 42": q.find({"customer": "42"}, count=1).jobs[0].id}
+        for state in STATES[1:]:
+            listed = q.jobs(state, count=1)
+            if listed:
+                ids[state] = listed[0].id
+        base, web, thread = serve(server.url, q.name)
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(
+                    executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
+                )
+                page = browser.new_context(viewport=VIEWPORT).new_page()
+                page.set_default_timeout(30_000)
+                states = [s for s in STATES if s in ids or s == "waiting"]
+                results = measure(page, base, q.name, ids, args.rounds)
+                if args.screenshot:
+                    page.fill("#search-tags", "customer=42")
+                    page.click("#search-form button[type=submit]")
+                    page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids["customer 42"]}"]')
+                    page.screenshot(path=str(args.screenshot), full_page=True)
+                browser.close()
+        finally:
+            web.should_exit = True
+            thread.join(10)
+        print(
+            json.dumps(
+                {
+                    "server": server.label,
+                    "jobs": args.jobs,
+                    "lanes": args.lanes,
+                    "states_timed": states,
+                    "fill_seconds": round(fill_s, 1),
+                    "rounds": args.rounds,
+                    "views": results,
+                },
+                indent=2,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
