@@ -125,7 +125,13 @@ def measure(page: Any, base: str, queue: str, ids: dict[str, str], rounds: int) 
 
             def tab(state: str = state) -> None:
                 page.click(f'#job-tabs button[data-state="{state}"]')
-                page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids[state]}"]')
+                try:
+                    page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids[state]}"]')
+                except Exception as exc:
+                    shown = page.locator("#jobs tbody tr").evaluate_all(
+                        "r => r.map(x => x.dataset.jobId)"
+                    )
+                    raise RuntimeError(f"tab {state}: {ids[state]} not in {shown[:3]}") from exc
 
             record(f"tab {state}", tab)
         page.click('#job-tabs button[data-state="waiting"]')
@@ -138,7 +144,8 @@ def measure(page: Any, base: str, queue: str, ids: dict[str, str], rounds: int) 
                 arg=first,
             )
 
-        record("next page", next_page)
+        if page.is_enabled('#jobs-pager button[data-page="next"]'):  # the lane has a page 2
+            record("next page", next_page)
 
         def search() -> None:
             page.fill("#search-tags", "customer=42")
