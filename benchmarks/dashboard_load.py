@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "src"))
 
 import harness  # noqa: E402
+import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
@@ -105,65 +106,68 @@ def timed(action: Callable[[], None]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+class Views:
+    """The timed views of one page; ``ids`` names a job each view must show."""
+
+    def __init__(self, page: Any, base: str, queue: str, ids: dict[str, str]) -> None:
+        self.page, self.base, self.queue, self.ids = page, base, queue, ids
+        self.samples: dict[str, list[float]] = {}
+
+    def record(self, label: str, action: Callable[[], None]) -> None:
+        self.samples.setdefault(label, []).append(timed(action))
+
+    def shows(self, job_id: str) -> None:
+        self.page.wait_for_selector(f'#jobs tbody tr[data-job-id="{job_id}"]')
+
+    def load(self) -> None:
+        self.page.goto(f"{self.base}/#q={self.queue}")
+        self.page.wait_for_selector("#lanes tbody tr")
+        self.shows(self.ids["waiting"])
+
+    def tab(self, state: str) -> None:
+        self.page.click(f'#job-tabs button[data-state="{state}"]')
+        self.shows(self.ids[state])
+
+    def next_page(self) -> None:
+        self.page.click('#jobs-pager button[data-page="next"]')
+        self.page.wait_for_function(
+            "first => document.querySelector('#jobs tbody tr').dataset.jobId !== first",
+            arg=self.ids["waiting"],
+        )
+
+    def search(self) -> None:
+        self.page.fill("#search-tags", "customer=42")
+        self.page.click("#search-form button[type=submit]")
+        self.shows(self.ids["customer 42"])
+
+    def inspect(self) -> None:
+        job_id = self.ids["customer 42"]
+        self.page.click(f'#jobs tbody tr[data-job-id="{job_id}"]')
+        self.page.wait_for_selector(f'#inspector[data-job-id="{job_id}"]')
+
+    def round(self) -> None:
+        self.record("open", self.load)
+        for state in [s for s in STATES if s in self.ids]:
+            self.record(f"tab {state}", lambda state=state: self.tab(state))
+        self.tab("waiting")
+        if self.page.is_enabled('#jobs-pager button[data-page="next"]'):  # a page 2
+            self.record("next page", self.next_page)
+        self.record("search", self.search)
+        self.record("inspect", self.inspect)
+        self.page.click("#search-clear")
+
+    def results(self) -> dict[str, Any]:
+        return {
+            label: {"median_ms": round(statistics.median(v), 1), "max_ms": round(max(v), 1)}
+            for label, v in self.samples.items()
+        }
+
+
 def measure(page: Any, base: str, queue: str, ids: dict[str, str], rounds: int) -> dict[str, Any]:
-    samples: dict[str, list[float]] = {}
-
-    def record(label: str, action: Callable[[], None]) -> None:
-        samples.setdefault(label, []).append(timed(action))
-
+    views = Views(page, base, queue, ids)
     for _ in range(rounds):
-
-        def load() -> None:
-            page.goto(f"{base}/#q={queue}")
-            page.wait_for_selector("#lanes tbody tr")
-            page.wait_for_selector("#jobs tbody tr")
-
-        record("open", load)
-        first = page.locator("#jobs tbody tr").first.get_attribute("data-job-id")
-        ids["waiting"] = first
-        for state in [s for s in STATES if s in ids]:
-
-            def tab(state: str = state) -> None:
-                page.click(f'#job-tabs button[data-state="{state}"]')
-                try:
-                    page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids[state]}"]')
-                except Exception as exc:
-                    shown = page.locator("#jobs tbody tr").evaluate_all(
-                        "r => r.map(x => x.dataset.jobId)"
-                    )
-                    raise RuntimeError(f"tab {state}: {ids[state]} not in {shown[:3]}") from exc
-
-            record(f"tab {state}", tab)
-        page.click('#job-tabs button[data-state="waiting"]')
-        page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids["waiting"]}"]')
-
-        def next_page(first: str | None = first) -> None:
-            page.click('#jobs-pager button[data-page="next"]')
-            page.wait_for_function(
-                "first => document.querySelector('#jobs tbody tr').dataset.jobId !== first",
-                arg=first,
-            )
-
-        if page.is_enabled('#jobs-pager button[data-page="next"]'):  # the lane has a page 2
-            record("next page", next_page)
-
-        def search() -> None:
-            page.fill("#search-tags", "customer=42")
-            page.click("#search-form button[type=submit]")
-            page.wait_for_selector(f'#jobs tbody tr[data-job-id="{ids["customer 42"]}"]')
-
-        record("search", search)
-
-        def inspect() -> None:
-            page.click(f'#jobs tbody tr[data-job-id="{ids["customer 42"]}"]')
-            page.wait_for_selector(f'#inspector[data-job-id="{ids["customer 42"]}"]')
-
-        record("inspect", inspect)
-        page.click("#search-clear")
-    return {
-        label: {"median_ms": round(statistics.median(v), 1), "max_ms": round(max(v), 1)}
-        for label, v in samples.items()
-    }
+        views.round()
+    return views.results()
 
 
 def main() -> None:
@@ -186,6 +190,10 @@ def main() -> None:
             if listed:
                 ids[state] = listed[0].id
         base, web, thread = serve(server.url, q.name)
+        # the waiting list shows the ring's first lane, as the page's queue view lists it
+        head = httpx.get(f"{base}/api/queues/{q.name}", timeout=30).json()["lanes"][0]["label"]
+        group = None if head == "(default)" else head
+        ids["waiting"] = q.jobs("waiting", group=group, count=1)[0].id
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(
