@@ -161,6 +161,7 @@ class Job:
     schedule_id: str | None = None  # the schedule whose fire added this job
     fire_time: datetime | None = None  # that fire's time (server clock)
     tags: dict[str, str] | None = None  # add(tags=...): what find() finds it by
+    pending: int | None = None  # a blocked job's dependencies not completed yet
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
     # the Queue (or SyncQueue) whose claim returned this job, and the event loop
@@ -241,6 +242,7 @@ class Job:
             schedule_id=get("si") or None,
             fire_time=ms_to_datetime(get("sf")),
             tags=decode_payload(get("tg")),
+            pending=_int(get("dp")) if "dp" in h else None,
         )
 
     @classmethod

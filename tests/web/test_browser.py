@@ -416,12 +416,31 @@ def test_blocked_jobs_tab_and_the_inspector_show_dependencies(
     page.click(f'#jobs tr[data-job-id="{child}"]')
     page.wait_for_selector(f'#inspector[data-job-id="{child}"]')
     fields = page.text_content("#inspector table.fields") or ""
-    assert "blocked" in fields and f"depends on{parent}" in fields
+    assert "blocked" in fields and f"depends on1 of 1 pending: {parent}" in fields
     # the parent's inspector names it as a dependent
     page.click('#job-tabs button[data-state="waiting"]')
     page.click(f'#jobs tr[data-job-id="{parent}"]')
     page.wait_for_selector(f'#inspector[data-job-id="{parent}"]')
     assert f"dependents1 blocked: {child}" in (page.text_content("#inspector table.fields") or "")
+
+
+def test_the_inspector_counts_pending_dependencies_and_links_them(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    parents = sq.add_many([{"name": f"p{i}"} for i in range(12)])
+    child = sq.add("child", depends_on=parents)
+    for job in sq.claim(2):  # two of them complete
+        sq.complete(job, None)
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.fill("#inspect-id", child)
+    page.click("#inspect-form button[type=submit]")
+    page.wait_for_selector(f'#inspector[data-job-id="{child}"]')
+    fields = page.text_content("#inspector table.fields") or ""
+    assert "depends on10 of 12 pending: " in fields and "(and 2 more)" in fields
+    assert page.locator("#inspector a[data-inspect]").count() == 10
+    page.click(f'#inspector a[data-inspect="{parents[3]}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{parents[3]}"]')
 
 
 def test_job_lists_page_through_every_job(

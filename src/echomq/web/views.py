@@ -78,6 +78,7 @@ def job_detail(preview: JobPreview, download: str) -> dict[str, Any]:
         "claimed_at": job.claimed_at,
         "lease_deadline": job.lease_deadline,
         "dependencies": job.dependencies,
+        "pending": job.pending,
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
         "score_fields": score_view(job.score),

@@ -563,13 +563,30 @@ function someIds(total, shown, what) {
   return `${total} ${what}: ${shown.join(", ")}${more}`;
 }
 
+// "2 of 5 pending: job_a, job_b, … (and 3 more)", each id a link to the inspector
+const SHOWN_DEPENDENCIES = 10;
+function dependencyField(job) {
+  const ids = job.dependencies || [];
+  if (!ids.length) return field("depends on", null);
+  const pending = job.pending === null || job.pending === undefined ? 0 : job.pending;
+  const links = [];
+  for (const id of ids.slice(0, SHOWN_DEPENDENCIES)) {
+    if (links.length) links.push(", ");
+    links.push(el("a", { href: "#", class: "mono", text: id, dataset: { inspect: id },
+      onclick: (e) => { e.preventDefault(); inspect(id); } }));
+  }
+  const more = ids.length > SHOWN_DEPENDENCIES ? ` (and ${num(ids.length - SHOWN_DEPENDENCIES)} more)` : "";
+  return el("tr", {}, el("th", { text: "depends on" }),
+    el("td", {}, `${num(pending)} of ${num(ids.length)} pending: `, ...links, more));
+}
+
 function renderInspector(job) {
   const fields = el("table", { class: "fields" },
     field("id", job.id), field("name", job.name), field("state", job.state), field("lane", job.lane),
     field("tier (priority)", job.priority), field("attempts", `${job.attempts} of ${job.max_attempts}`),
     field("stalls", job.stalls), field("idempotency key", job.key), field("created", job.created_at),
     field("run at", job.run_at), field("claimed", job.claimed_at), field("lease until", job.lease_deadline),
-    field("finished", job.finished_at), field("depends on", (job.dependencies || []).join(", ") || null),
+    field("finished", job.finished_at), dependencyField(job),
     field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
     field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
