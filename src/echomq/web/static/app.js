@@ -29,6 +29,7 @@ const ui = {
   deadPages: [{ cursor: "", first: 0 }],
   search: null, // {tags, state, name}: the jobs list shows what find() finds
   bulkStop: false, // set by Stop: a bulk action ends after its current step
+  listVersion: 0, // bumped when a list changes what it shows (a refresh started before draws none)
   inspect: null,
   deadSelected: new Set(),
   token: sessionStorage.getItem(TOKEN_KEY),
@@ -383,7 +384,7 @@ function renderJobTabs() {
   const counts = ui.detail ? ui.detail.counts : {};
   $("job-tabs").replaceChildren(...STATES.map((s) => el("button", {
     type: "button", class: s === ui.jobState ? "tab active" : "tab", dataset: { state: s },
-    onclick: () => { ui.jobState = s; ui.search = null; resetPages("jobPages"); refreshSoon(); },
+    onclick: () => { ui.jobState = s; ui.search = null; resetPages("jobPages"); refreshList("jobPages"); },
   }, `${s} `, el("span", { class: "muted", text: num(counts[s]) }))));
   if (!ui.jobLane && ui.detail && ui.detail.lanes.length) ui.jobLane = ui.detail.lanes[0].label;
   const select = $("job-lane");
@@ -411,11 +412,11 @@ function renderPager(id, page, key) {
   const first = page.jobs.length ? at + 1 : at;
   $(id).replaceChildren(
     el("button", { type: "button", class: "small", text: "‹ Previous", disabled: pages.length === 1,
-      dataset: { page: "prev" }, onclick: () => { pages.pop(); refreshSoon(); } }),
+      dataset: { page: "prev" }, onclick: () => { pages.pop(); refreshList(key); } }),
     el("span", { class: "muted", text: ` rows ${num(first)}–${num(at + page.jobs.length)} ` }),
     el("button", { type: "button", class: "small", text: "Next ›", disabled: !page.more,
       dataset: { page: "next" },
-      onclick: () => { pages.push({ cursor: page.cursor, first: at + page.jobs.length }); refreshSoon(); } }));
+      onclick: () => { pages.push({ cursor: page.cursor, first: at + page.jobs.length }); refreshList(key); } }));
 }
 
 // -- search: find() by tags, with a state and a name; a job id opens the inspector
@@ -431,7 +432,7 @@ function runSearch(event) {
   if (!text) { toast("search by tags: key=value (e.g. customer=42), or a job id", "error"); return; }
   ui.search = { tags: text, state: $("search-state").value, name: $("search-name").value.trim() };
   resetPages("jobPages");
-  refreshSoon();
+  refreshList("jobPages");
 }
 
 // A bulk action on every job the search finds, a step (one page) per request
@@ -470,7 +471,7 @@ async function bulkFound(kind) {
 function clearSearch() {
   ui.search = null;
   resetPages("jobPages");
-  refreshSoon();
+  refreshList("jobPages");
 }
 
 function jobsPath() {
@@ -804,21 +805,46 @@ async function refresh() {
   }
 }
 
-async function refreshQueue() {
-  const jobs = api(jobsPath()).catch((err) => {
-    // a refused search (a bad tag) ends the search, and says why
+// The shown job list's page (a state, or a search). A refused search (a bad tag)
+// ends the search, and says why.
+function loadJobs() {
+  return api(jobsPath()).catch((err) => {
     if (!ui.search) throw err;
     toast(`search: ${err.message}`, "error");
     ui.search = null;
     resetPages("jobPages");
     return api(jobsPath());
   });
-  const dead = api(qpath(`/jobs?state=dead&count=${PAGE}&cursor=${encodeURIComponent(shownPage("deadPages").cursor)}`));
-  const [detail, jobPage, deadPage, audit] = await Promise.all([api(qpath()), jobs, dead, api("/api/audit")]);
+}
+
+const loadDead = () => api(qpath(`/jobs?state=dead&count=${PAGE}&cursor=${encodeURIComponent(shownPage("deadPages").cursor)}`));
+
+// A tab, a page or a search changes one list only: it is read and drawn at once,
+// without the rest of the queue view (the next refresh redraws everything).
+async function refreshList(key) {
+  ui.listVersion += 1; // a refresh already under way no longer draws the lists
+  try {
+    if (key === "deadPages") renderDead(await loadDead());
+    else {
+      const page = await loadJobs();
+      renderJobTabs();
+      renderJobs(page);
+    }
+  } catch (err) {
+    toast(`cannot read the list: ${err.message}`, "error");
+  }
+}
+
+async function refreshQueue() {
+  const version = ui.listVersion;
+  const [detail, jobPage, deadPage, audit] = await Promise.all(
+    [api(qpath()), loadJobs(), loadDead(), api("/api/audit")]);
   renderDetail(detail);
   renderJobTabs();
-  renderJobs(jobPage);
-  renderDead(deadPage);
+  if (version === ui.listVersion) {
+    renderJobs(jobPage);
+    renderDead(deadPage);
+  }
   renderAudit(audit);
   if (ui.inspect && !["completed", "dead"].includes($("inspector").dataset.state)) await loadInspector();
 }
@@ -860,7 +886,7 @@ async function start() {
     runAction(`weight of ${group || "(default)"}`, qpath("/weights"),
       { group: group || null, weight: Number($("weight-value").value) });
   });
-  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; resetPages("jobPages"); refreshSoon(); });
+  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; resetPages("jobPages"); refreshList("jobPages"); });
   $("search-form").addEventListener("submit", runSearch);
   $("search-clear").addEventListener("click", clearSearch);
   for (const button of document.querySelectorAll("[data-bulk]")) {
