@@ -534,3 +534,19 @@ def test_a_bulk_action_on_a_search_runs_in_steps_to_the_end(
     wait_for(lambda: "remove: 205 done" in (page.text_content("#bulk-status") or ""), what="steps")
     assert sq.stats().counts["waiting"] == 1 and sq.get(kept) is not None
     wait_for(lambda: page.locator("#jobs tbody tr").count() == 0, what="the emptied search")
+
+
+def test_the_first_view_lists_the_rings_first_lane_at_once(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    # no job in the default lane: the page learns the ring's first lane with its
+    # first read and must list it then, not at a refresh 10 x 60 s later
+    ids = sq.add_many([{"name": "n", "group": g} for g in ("acme", "globex")])
+    d = start_dashboard(backend_url, queues=[sq.name], interval=60.0)
+    open_dashboard(page, d, sq.name)
+    rows = "rows => rows.map(r => r.dataset.jobId)"
+    wait_for(
+        lambda: page.locator("#jobs tbody tr").evaluate_all(rows) in ([ids[0]], [ids[1]]),
+        timeout=5.0,
+        what="the first lane's jobs",
+    )

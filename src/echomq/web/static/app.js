@@ -837,13 +837,20 @@ async function refreshList(key) {
 
 async function refreshQueue() {
   const version = ui.listVersion;
+  const lane = ui.jobLane;
   const [detail, jobPage, deadPage, audit] = await Promise.all(
     [api(qpath()), loadJobs(), loadDead(), api("/api/audit")]);
   renderDetail(detail);
   renderJobTabs();
-  if (version === ui.listVersion) {
+  const current = version === ui.listVersion;
+  if (current) renderDead(deadPage);
+  // the first view of a queue learns its lanes with this read: the waiting list
+  // then shows the ring's first lane at once, not at the next refresh
+  if (lane !== ui.jobLane && ui.jobState === "waiting" && !ui.search) {
+    resetPages("jobPages");
+    refreshList("jobPages");
+  } else if (current) {
     renderJobs(jobPage);
-    renderDead(deadPage);
   }
   renderAudit(audit);
   if (ui.inspect && !["completed", "dead"].includes($("inspector").dataset.state)) await loadInspector();
