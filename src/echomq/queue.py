@@ -150,6 +150,7 @@ class Queue(QueueShell[AsyncSender]):
 
     find = sends_async(Engine.find)
     names = sends_async(Engine.names)
+    job_events = sends_async(Engine.job_events)
     dead = sends_async(Engine.dead)
     retry_dead = sends_steps_async(Engine.retry_dead)
     purge_dead = sends_async(Engine.purge_dead)

@@ -89,6 +89,7 @@ class SyncQueue(QueueShell[SyncSender]):
 
     find = sends(Engine.find)
     names = sends(Engine.names)
+    job_events = sends(Engine.job_events)
     dead = sends(Engine.dead)
     retry_dead = sends_steps(Engine.retry_dead)
     purge_dead = sends(Engine.purge_dead)

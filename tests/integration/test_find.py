@@ -282,3 +282,19 @@ def test_names_reads_the_names_of_a_few_jobs(sq: SyncQueue) -> None:
     assert sq.names([]) == {}
     with pytest.raises(InvalidOption, match="job ids"):
         sq.names([a] * 101)
+
+
+def test_job_events_tell_a_jobs_story_from_the_stream(sq: SyncQueue) -> None:
+    job_id = sq.add("n", max_attempts=2)
+    other = sq.add("other")
+    [job, _] = sq.claim(2)
+    assert job.id == job_id
+    sq.fail(job, "boom")
+    story = sq.job_events(job_id)
+    assert [e.kind for e in story] == ["added", "claimed", "retrying"]
+    assert {e.job_id for e in story} == {job_id} and story[-1].error == "boom"
+    assert [e.kind for e in sq.job_events(other)] == ["added", "claimed"]
+    assert [e.kind for e in sq.job_events(job_id, entries=1)] == ["retrying"]  # the newest entry
+    assert sq.job_events("job_01jzzzzzzzzzzzzzzzzzzzzzzz") == []
+    with pytest.raises(InvalidOption, match="entries"):
+        sq.job_events(job_id, entries=0)

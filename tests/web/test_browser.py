@@ -417,6 +417,8 @@ def test_blocked_jobs_tab_and_the_inspector_show_dependencies(
     page.wait_for_selector(f'#inspector[data-job-id="{child}"]')
     fields = page.text_content("#inspector table.fields") or ""
     assert "blocked" in fields and f"depends on1 of 1 pending: {parent}" in fields
+    story = page.locator("#timeline td:nth-child(2)").all_text_contents()
+    assert story == ["added"]  # the job's events, from the stream
     # the parent's inspector names it as a dependent
     page.click('#job-tabs button[data-state="waiting"]')
     page.click(f'#jobs tr[data-job-id="{parent}"]')

@@ -14,7 +14,7 @@ from echomq.call import Call
 from echomq.engine.base import EngineBase, find, names_a_job
 from echomq.engine.replies import check_code, listed_jobs, ms, pairs
 from echomq.errors import InvalidOption
-from echomq.events import EventPage, check_event_id, parse_page
+from echomq.events import Event, EventPage, check_event_id, parse_entry, parse_page
 from echomq.job import LISTED_STATES, Job, State
 from echomq.keys import group_of, lane_of
 from echomq.options import check_int, check_job_name, check_seconds
@@ -31,6 +31,8 @@ SUMMARY_ERROR_BYTES = 1024
 #: (an entry holds up to 500 events: includes/events.lua).
 EVENT_PAGE = 20
 MAX_EVENT_PAGE = 200
+#: stream entries ``job_events`` reads by default (the newest).
+JOB_EVENT_ENTRIES = 50
 #: the most jobs one ``names`` call names.
 MAX_NAMES = 100
 #: the longest wait() (seconds): a day.
@@ -101,6 +103,18 @@ def found_jobs(query: str, reply: Any) -> JobPage:
     more), then one entry per job; the position becomes ``query``'s cursor."""
     position, *entries = reply
     return JobPage(listed_jobs(entries), wrap_cursor(position, query))
+
+
+def events_of(job_id: str, reply: Any) -> list[Event]:
+    """XREVRANGE's entries (newest first): ``job_id``'s events, oldest first.
+    (redis-py gives each entry's fields as a dict; a script gives a flat list.)"""
+    entries = [
+        (entry_id, [x for pair in fields.items() for x in pair])
+        if isinstance(fields, dict)
+        else (entry_id, fields)
+        for entry_id, fields in reversed(reply)
+    ]
+    return [e for entry in entries for e in parse_entry(entry) if e.job_id == job_id]
 
 
 def stream_moved(reply: Any) -> bool:
@@ -270,6 +284,16 @@ class ReadCalls(EngineBase):
         check_int("count", count, 1, MAX_EVENT_PAGE)
         return self._script(
             "readEvents", partial(parse_page, after=cursor, count=count), cursor, str(count)
+        )
+
+    def job_events(self, job_id: str, *, entries: int = JOB_EVENT_ENTRIES) -> Call[list[Event]]:
+        """The events of one job that the newest ``entries`` entries of the stream
+        still hold, oldest first (the stream is capped: an older job's first
+        events may be gone; an entry holds the events of one call)."""
+        check_int("entries", entries, 1, MAX_EVENT_PAGE)
+        return Call(
+            parse=partial(events_of, job_id),
+            command=("XREVRANGE", self.keys.events, "+", "-", "COUNT", entries),
         )
 
     def wait_for_events(self, after: str, timeout: float, longest: float) -> Call[bool]:

@@ -10,8 +10,9 @@ dashboard changes nothing that a program using echomq could not.
     GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=;
                                             ?cursor= pages by cursor, "" the first page)
     GET  /api/queues/{q}/find?tags=k=v …    the jobs carrying every tag (&state=, &name=, &cursor=)
-    GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits; a long
-                                            field (data, result, …) as its first 64 KiB
+    GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits, its events
+                                            the stream still holds; a long field (data,
+                                            result, …) as its first 64 KiB
     GET  /api/queues/{q}/jobs/{id}/fields/{f}  that field whole, as a download
     GET  /api/score?tier=&counter= | ?score=  the score codec
     GET  /api/audit                         recent actions, newest first
@@ -252,7 +253,10 @@ async def job_detail(request: Request) -> Response:
     except JobNotFound:  # removed since: its fields are shown as read
         dependents = None
     download = f"/api/queues/{queue.name}/jobs/{job_id}/fields/"
-    return JSONResponse({**views.job_detail(preview, download), "dependents": dependents})
+    timeline = [event.to_dict() for event in await queue.job_events(job_id)]
+    return JSONResponse(
+        {**views.job_detail(preview, download), "dependents": dependents, "events": timeline}
+    )
 
 
 async def _sent_whole(text: str, slots: DownloadSlots) -> AsyncIterator[bytes]:

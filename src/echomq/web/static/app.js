@@ -581,6 +581,23 @@ function dependencyField(job) {
     el("td", {}, `${num(pending)} of ${num(ids.length)} pending: `, ...links, more));
 }
 
+// The job's story: its events the stream still holds, oldest first (the stream is
+// capped, so an old job's first events may be gone: the creation time says when it began).
+function timeline(job) {
+  const events = job.events || [];
+  const detail = (e) => e.error || (e.next_run ? `next run ${new Date(e.next_run).toLocaleTimeString()}` : "")
+    || (e.attempt ? `attempt ${e.attempt}` : "");
+  const rows = events.map((e) => el("tr", {},
+    el("td", { class: "when", text: e.at ? new Date(e.at).toLocaleTimeString() : "" }),
+    el("td", { text: e.kind }), el("td", { text: detail(e) })));
+  const note = events.length && events[0].kind === "added" ? null
+    : el("p", { class: "muted small", text: events.length
+      ? "earlier events are no longer in the queue's event stream"
+      : "none of its events are in the queue's recent event stream" });
+  return el("div", { class: "timeline" }, el("h4", { text: "events" }), note,
+    rows.length ? el("table", { class: "jobs", id: "timeline" }, el("tbody", {}, ...rows)) : null);
+}
+
 function renderInspector(job) {
   const fields = el("table", { class: "fields" },
     field("id", job.id), field("name", job.name), field("state", job.state), field("lane", job.lane),
@@ -593,6 +610,7 @@ function renderInspector(job) {
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
     el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
+  parts.push(timeline(job));
   const cut = job.truncated || {};
   const json = (v) => JSON.stringify(v, null, 2);
   parts.push(...longField("data", job.data, cut.data, json, null, true));
