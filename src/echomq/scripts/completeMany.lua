@@ -22,6 +22,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include retention
 -- @include lease
 -- @include readers
@@ -78,7 +79,7 @@ local done_pairs = {}
 for i, id in ipairs(done_ids) do
   local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
   redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
-  expire_idem(key, OPT.keep_completed_ms)
+  Dedupe.finish(key, id, now, OPT.keep_completed_ms)
   emit("completed", id, done_idem[i][4], "rs", #result)
   done_pairs[#done_pairs + 1] = stamp
   done_pairs[#done_pairs + 1] = id

@@ -23,6 +23,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include retention
 -- @include lease
 -- @include backoff
@@ -68,7 +69,7 @@ if retry then
   return {"failed", fire}
 end
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
-expire_idem(key_or_err, OPT.keep_dead_ms)
+Dedupe.finish(key_or_err, id, now, OPT.keep_dead_ms)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
 orphan_dependents(id, f[4], now)
