@@ -101,8 +101,7 @@ def dedupe_element(key: object, dedupe: object, options: Mapping[str, Any]) -> t
     is written for a bad value or a combination the mode cannot honour."""
     if dedupe is None:
         return ("" if key is None else check_key(key)), ""
-    if not isinstance(dedupe, Dedupe):
-        raise InvalidOption(f"dedupe {dedupe!r:.200} must be an echomq.Dedupe")
+    dedupe = as_dedupe(dedupe)
     if key is not None:
         raise InvalidOption("give key= or dedupe=, not both (key=K is Dedupe(K))")
     if dedupe.mode == "debounce":
@@ -115,3 +114,10 @@ def dedupe_element(key: object, dedupe: object, options: Mapping[str, Any]) -> t
     if dedupe.mode in ("debounce", "latest") and options.get("depends_on") is not None:
         raise InvalidOption(f"dedupe mode {dedupe.mode!r} cannot be combined with depends_on")
     return dedupe.key, dedupe.encode()
+
+
+def as_dedupe(value: object) -> Dedupe:
+    """A ``dedupe=`` value, checked: InvalidOption for anything but a Dedupe."""
+    if not isinstance(value, Dedupe):
+        raise InvalidOption(f"dedupe {value!r:.200} must be an echomq.Dedupe")
+    return value
