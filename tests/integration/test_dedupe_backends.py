@@ -115,10 +115,10 @@ def test_a_task_takes_a_dedupe_rule_of_its_arguments(sq: SyncQueue) -> None:
     @sq.task(name="bad", dedupe=lambda: "nope")  # type: ignore[arg-type,return-value]
     def bad() -> None: ...
 
-    with pytest.raises(InvalidOption, match="must be an echomq.Dedupe"):
+    with pytest.raises(InvalidOption, match=r"must be an echomq\.Dedupe"):
         bad.enqueue()
 
 
 def test_a_task_refuses_a_bad_fixed_rule(sq: SyncQueue) -> None:
-    with pytest.raises(InvalidOption, match="must be an echomq.Dedupe"):
+    with pytest.raises(InvalidOption, match=r"must be an echomq\.Dedupe"):
         sq.task(name="t", dedupe="k")(lambda: None)  # type: ignore[arg-type]
