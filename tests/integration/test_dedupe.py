@@ -294,3 +294,19 @@ def test_coalesced_adds_of_one_key(frozen_server: FrozenServer, queue_name: str)
         assert q.stats().totals["added"] == 1
     finally:
         q.close()
+
+
+def test_latest_removing_the_last_one_leaves_no_record(
+    fq: SyncQueue, frozen_server: FrozenServer
+) -> None:
+    """The key goes back to the job it was held behind only while that one lives:
+    else nothing of the key is left (no record without an expiry)."""
+    rule = Dedupe("l", mode="latest")
+    fq.add("sync", dedupe=rule)
+    [running] = fq.claim(1)
+    behind = fq.add("sync", dedupe=rule)
+    fq.complete(running)
+    assert got(fq, behind).state is State.WAITING
+    assert fq.remove(behind)
+    with frozen_server.server.client() as client:
+        assert client.exists(fq.engine.keys.idem("l")) == 0
