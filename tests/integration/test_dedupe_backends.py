@@ -112,7 +112,7 @@ def test_a_task_takes_a_dedupe_rule_of_its_arguments(sq: SyncQueue) -> None:
     # enqueue_with wins over the task's rule
     assert refresh.enqueue_with(dedupe=Dedupe("other")).enqueue(1) != a
 
-    @sq.task(name="bad", dedupe=lambda: "nope")  # type: ignore[arg-type,return-value]
+    @sq.task(name="bad", dedupe=lambda: "nope")  # type: ignore[arg-type]
     def bad() -> None: ...
 
     with pytest.raises(InvalidOption, match=r"must be an echomq\.Dedupe"):
@@ -121,4 +121,4 @@ def test_a_task_takes_a_dedupe_rule_of_its_arguments(sq: SyncQueue) -> None:
 
 def test_a_task_refuses_a_bad_fixed_rule(sq: SyncQueue) -> None:
     with pytest.raises(InvalidOption, match=r"must be an echomq\.Dedupe"):
-        sq.task(name="t", dedupe="k")(lambda: None)  # type: ignore[arg-type]
+        sq.task(name="t", dedupe="k")(lambda: None)  # type: ignore[call-overload]
