@@ -124,12 +124,14 @@ function Dedupe.hold(key, id, spec, now, behind)
 end
 
 -- Job ``id`` holding ``key`` finished (completed or dead) at ``now``;
--- ``keep_ms`` is its retention age. Reads the record again (the caller's
--- read phase read the key) and changes it only if it still names the job.
-function Dedupe.finish(key, id, now, keep_ms)
+-- ``keep_ms`` is its retention age. ``raw``: the record as the caller's read
+-- phase read it (GET; false: none), else (nil) it is read now (the caller's
+-- read phase read the key). Changes it only if it still names the job.
+function Dedupe.finish(key, id, now, keep_ms, raw)
   if not key or key == "" then return end
   local k = idem_key(key)
-  local rec = Dedupe.parse(redis.call("GET", k))
+  if raw == nil then raw = redis.call("GET", k) end
+  local rec = Dedupe.parse(raw)
   if not rec or rec.id ~= id or rec.mode == "throttle" then return end
   if rec.mode == "drop" then
     local raw = Dedupe.record(id, rec, rec.first, fmt(now))
