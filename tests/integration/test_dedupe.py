@@ -292,6 +292,7 @@ def test_coalesced_adds_of_one_key(frozen_server: FrozenServer, queue_name: str)
     try:
         assert got(q, ids[0]).data == {"v": 19}
         assert q.stats().totals["added"] == 1
+        assert [e.outcome for e in deduplicated(q)] == ["replaced"] * 19
     finally:
         q.close()
 
