@@ -7,12 +7,14 @@ every backend (Valkey, Redis 7, Valkey 9, the cluster) in test_dedupe_backends.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
 
+from commandstats import script_calls
 from conftest import FrozenServer
-from echomq import Dedupe, Event, Job, State, SyncQueue
+from echomq import Dedupe, Event, Job, Queue, State, SyncQueue
 
 WINDOW_MS = 5_000
 
@@ -271,22 +273,25 @@ def test_add_many_with_two_items_of_one_key(fq: SyncQueue) -> None:
 
 
 def test_coalesced_adds_of_one_key(frozen_server: FrozenServer, queue_name: str) -> None:
-    """Concurrent adds on one Queue are sent as one add call (flows/coalescing.py)."""
-    import asyncio
-
-    from echomq import Queue
+    """Concurrent adds on one Queue share add calls (flows/coalescing.py): the first
+    goes alone, the others join the next call, which decides them in order."""
+    rule = Dedupe("c", mode="latest")
 
     async def main() -> list[str]:
         q = Queue(queue_name, frozen_server.url)
         try:
-            rule = Dedupe("c", mode="latest")
+            await q.client()
             return list(
                 await asyncio.gather(*(q.add("j", {"v": i}, dedupe=rule) for i in range(20)))
             )
         finally:
             await q.close()
 
-    ids = asyncio.run(main())
+    with frozen_server.server.client() as client:
+        before = script_calls(client)
+        ids = asyncio.run(main())
+        calls = script_calls(client) - before
+    assert calls < 20  # coalesced
     assert len(set(ids)) == 1
     q = SyncQueue(queue_name, frozen_server.url)
     try:
