@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from echomq.control import RateLimited, Retry, Unrecoverable, current_job, current_queue
+from echomq.dedupe import Dedupe
 from echomq.errors import (
     DependencyFailed,
     EchoMQError,
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backoff",
+    "Dedupe",
     "DependencyFailed",
     "EchoMQError",
     "Event",

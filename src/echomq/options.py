@@ -78,6 +78,13 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
         f"a string of 1 … {MAX_KEY_LENGTH} characters, valid UTF-8",
         "InvalidOption",
     ),
+    (
+        "dedupe (`Dedupe`)",
+        "mode drop, throttle, debounce or latest; window seconds > 0 and ≤ "
+        f"{MAX_DELAY:,.0f}, finite (throttle and debounce need one, latest takes none); "
+        "max_wait ≥ window, debounce only; not with key=",
+        "InvalidOption",
+    ),
     ("priority (tier)", "an integer 0 … 2,097,151 (2^21 − 1)", "InvalidPriority"),
     ("delay, retry_delay", f"seconds 0 … {MAX_DELAY:,.0f} (ten years), finite", "InvalidDelay"),
     (

@@ -42,6 +42,7 @@ from typing import (
 )
 
 from echomq.control import Unrecoverable, running_job
+from echomq.dedupe import Dedupe, as_dedupe
 from echomq.errors import EchoMQError, InvalidOption
 from echomq.job import Job, running_loop
 from echomq.options import (
@@ -68,6 +69,8 @@ PriorityRule = int | Callable[..., int]
 GroupRule = str | None | Callable[..., str | None]
 #: a task's tags: a dict, or a function of the call's arguments giving one
 TagsRule = Mapping[str, str] | Callable[..., Mapping[str, str] | None]
+#: a task's deduplication: a Dedupe, or a function of the call's arguments giving one
+DedupeRule = Dedupe | Callable[..., Dedupe | None]
 
 #: functions returning headers to add to every enqueued job (echomq.otel adds one).
 header_sources: list[Callable[[], Mapping[str, str]]] = []
@@ -153,6 +156,7 @@ class CallOptions(TypedDict, total=False):
     depends_on: Sequence[str] | None
     on_dependency_failure: Literal["dead", "run"] | None
     tags: Mapping[str, str] | None
+    dedupe: Dedupe | None
 
 
 #: ``enqueue_with``'s keywords (any other is refused).
@@ -172,6 +176,7 @@ class TaskOptions:
     expires: float | None = None
     isolation: Isolation = "thread"
     tags: TagsRule | None = None
+    dedupe: DedupeRule | None = None
 
     def __post_init__(self) -> None:
         check_job_name(self.name)
@@ -187,6 +192,8 @@ class TaskOptions:
             raise InvalidOption(f"isolation {self.isolation!r} is not one of thread, process")
         if self.tags is not None and not callable(self.tags):
             check_tags(self.tags)
+        if self.dedupe is not None and not callable(self.dedupe):
+            as_dedupe(self.dedupe)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,10 +301,15 @@ class BaseTask(Generic[P, R]):
         return item
 
     def _ruled(self, bound: inspect.BoundArguments, call: CallOptions) -> dict[str, Any]:
-        """The task's priority, group and tags for one call (a rule is a function of
+        """The task's priority, group, tags and dedupe for one call (a rule is a function of
         the call's arguments); what the call gives itself wins."""
         opts = self.options
-        rules = {"priority": opts.priority, "group": opts.group, "tags": opts.tags}
+        rules = {
+            "priority": opts.priority,
+            "group": opts.group,
+            "tags": opts.tags,
+            "dedupe": opts.dedupe,
+        }
         if any(callable(rule) for rule in rules.values()):
             bound.apply_defaults()  # a rule gets every parameter, defaults filled in
         out: dict[str, Any] = {}
@@ -305,7 +317,7 @@ class BaseTask(Generic[P, R]):
             if option in call or rule is None:
                 continue
             value = rule(*bound.args, **bound.kwargs) if callable(rule) else rule
-            if value is not None or option != "tags":  # tags: None means none
+            if value is not None or option not in ("tags", "dedupe"):  # None means none
                 out[option] = value
         return out
 
@@ -605,6 +617,7 @@ class TaskSettings(TypedDict, total=False):
     expires: float | None
     isolation: Isolation
     tags: TagsRule | None
+    dedupe: DedupeRule | None
 
 
 def task_options(fn: Callable[..., Any], settings: TaskSettings) -> TaskOptions:

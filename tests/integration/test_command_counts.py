@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import SyncQueue
+from echomq import Dedupe, SyncQueue
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
 ADD_CEILING = 13
@@ -150,13 +150,18 @@ def test_features_of_one_queue_cost_another_nothing(
     b = make_sync(queue_name + "-b")
     before = plain_counts(a, redis_client)
     # queue B uses every feature: stored settings, queue-wide limits, lane
-    # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags
+    # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
+    # deduplication (every mode, one job held behind a running one)
     b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
     parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
     b.add("child", 1, depends_on=[parent])
     b.add("capped", 1, group="g")
     b.add("paused", 1, group="p")
     b.add("tagged", 1, group="p", tags={"customer": "42"})
+    for mode, window in (("drop", 60.0), ("throttle", 60.0), ("debounce", 60.0)):
+        for _ in range(2):
+            b.add("deduped", 1, group="p", dedupe=Dedupe(mode, mode, window))  # type: ignore[arg-type]
+    b.add("latest", 1, group="p", dedupe=Dedupe("latest", "latest"))
     b.set_lane("g", concurrency=1, rate=(5, 1.0), max_waiting=100)
     b.set_lane("p", paused=True)
     b.schedule("tick", every=60.0, name="tick")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -24,6 +24,7 @@ from echomq.cli.common import (
 )
 from echomq.cli.score import hex_split, ruler
 from echomq.cli.tracebacks import without_plumbing
+from echomq.dedupe import MODES, Dedupe, Mode
 from echomq.engine import PREVIEW_BYTES
 from echomq.errors import JobNotFound
 from echomq.ids import id_timestamp
@@ -71,6 +72,26 @@ if TYPE_CHECKING:
     metavar="KEY",
     help="Idempotency key: returns the live job's id instead of adding a second one.",
 )
+@click.option(
+    "--dedupe",
+    "dedupe_mode",
+    type=click.Choice(MODES),
+    help="What another add with --key does (docs/lifecycle.md): drop (default), "
+    "throttle, debounce or latest.",
+)
+@click.option(
+    "--window",
+    type=float,
+    metavar="SECONDS",
+    help="With --dedupe: drop's hold after the job finished, throttle's window, "
+    "debounce's quiet time.",
+)
+@click.option(
+    "--max-wait",
+    type=float,
+    metavar="SECONDS",
+    help="With --dedupe debounce: run at the latest this long after the first add.",
+)
 @click.option("--max-attempts", type=int, metavar="N", help="Attempts before the job is dead.")
 @queue_options
 def add(
@@ -82,6 +103,9 @@ def add(
     group: str | None,
     delay: float | None,
     key: str | None,
+    dedupe_mode: str | None,
+    window: float | None,
+    max_wait: float | None,
     max_attempts: int | None,
     queue: str,
     url: str | None,
@@ -102,8 +126,10 @@ def add(
       echomq add report --data '{"day": "mon"}' --group acme --priority 1 --delay 30
       echo '{"big": true}' | echomq add import --data - --key import-2024-06-01
       echomq add mail.send_email --args '["ann@example.com"]' --kwargs '{"urgent": true}'
+      echomq add reindex --key shop-7 --dedupe debounce --window 5 --max-wait 60
     """
     payload = _payload(data, task_args, task_kwargs)
+    dedupe = _dedupe(key, dedupe_mode, window, max_wait)
     with open_queue(queue, url) as q:
         job_id = q.add(
             name,
@@ -112,9 +138,21 @@ def add(
             group=group,
             delay=delay,
             max_attempts=max_attempts,
-            key=key,
+            key=None if dedupe else key,
+            dedupe=dedupe,
         )
     click.echo(job_id)
+
+
+def _dedupe(
+    key: str | None, mode: str | None, window: float | None, max_wait: float | None
+) -> Dedupe | None:
+    """The Dedupe the options ask for (None: a plain --key, or none)."""
+    if mode is None and window is None and max_wait is None:
+        return None
+    if key is None:
+        fail("--dedupe, --window and --max-wait need --key (the key the jobs share)")
+    return Dedupe(key, cast(Mode, mode or "drop"), window, max_wait)  # bad values: one line
 
 
 def _payload(data: str | None, task_args: str | None, task_kwargs: str | None) -> Any:

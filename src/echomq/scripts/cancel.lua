@@ -21,6 +21,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include retention
 
 local id, running_to = ARGV[7], ARGV[8]

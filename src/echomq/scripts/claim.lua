@@ -42,6 +42,7 @@
 -- @include renumber
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include retention
 -- @include time
 -- @include rotation

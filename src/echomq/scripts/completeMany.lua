@@ -22,6 +22,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include retention
 -- @include lease
 -- @include readers
@@ -50,7 +51,7 @@ for i, item in ipairs(items) do
     local jk, key_or_err, lane, has_dependents = check_lease(id, token, now)
     if jk then
       if has_dependents then parents[#parents + 1] = id end
-      if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+      local record = key_or_err and read_key("GET", idem_key(key_or_err))  -- (its Dedupe record)
       lane = lane or ""
       if not freed[lane] then
         freed[#freed + 1] = lane
@@ -60,7 +61,7 @@ for i, item in ipairs(items) do
       end
       freed[lane] = (freed[lane] or 0) + 1
       done_ids[#done_ids + 1] = id
-      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane}
+      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, record}
       out[i] = now
     else
       -- a retried call whose first reply was lost: the same lease already completed it
@@ -78,7 +79,7 @@ local done_pairs = {}
 for i, id in ipairs(done_ids) do
   local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
   redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
-  expire_idem(key, OPT.keep_completed_ms)
+  Dedupe.finish(key, id, now, OPT.keep_completed_ms, done_idem[i][5])
   emit("completed", id, done_idem[i][4], "rs", #result)
   done_pairs[#done_pairs + 1] = stamp
   done_pairs[#done_pairs + 1] = id

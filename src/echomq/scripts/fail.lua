@@ -23,6 +23,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include retention
 -- @include lease
 -- @include backoff
@@ -45,9 +46,9 @@ if delay == -2 then
   delay = backoff_ms(math.max(1, tonumber(f[1])), client)
 end
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
-local victims = {}
+local victims, record = {}, nil
 if not retry then
-  if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+  if key_or_err then record = read_key("GET", idem_key(key_or_err)) end
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
 -- write phase
@@ -68,7 +69,7 @@ if retry then
   return {"failed", fire}
 end
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
-expire_idem(key_or_err, OPT.keep_dead_ms)
+Dedupe.finish(key_or_err, id, now, OPT.keep_dead_ms, record)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
 orphan_dependents(id, f[4], now)

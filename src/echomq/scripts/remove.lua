@@ -13,6 +13,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include retention
 -- @include readers
 

@@ -74,7 +74,7 @@ local function kill_dependent(id, f, parent, why, now)
   count_delayed(f[4], -1)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   emit("dead", id, f[4], "e", "dependency " .. parent .. " " .. why)
-  expire_idem(f[5], OPT.keep_dead_ms)
+  Dedupe.finish(f[5], id, now, OPT.keep_dead_ms)
   orphan_dependents(id, f[6], now)
   wake_waiters(id, now)
 end

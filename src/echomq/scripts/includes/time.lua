@@ -152,7 +152,7 @@ local function reap(plan, now)
         local err = "stalled: lease expired " .. stalls .. " times"
         redis.call("HSET", jk, "st", stalls, "s", "dead", "f", fmt(now), "e", err)
         emit("dead", id, f[3], "e", err)
-        expire_idem(f[5], OPT.keep_dead_ms)
+        Dedupe.finish(f[5], id, now, OPT.keep_dead_ms)
         orphan_dependents(id, f[6], now)
         dead_pairs[#dead_pairs + 1] = fmt(now)
         dead_pairs[#dead_pairs + 1] = id
