@@ -120,6 +120,15 @@ def drain(q: SyncQueue) -> list[dict[str, int]]:
         found.extend(job.data for job in jobs)
 
 
+def check_order(jobs: dict[str, list[dict[str, int]]], ledger: Ledger) -> None:
+    """Each job in its row's queue, each producer's rows of a queue in commit order."""
+    for name, found in jobs.items():
+        assert all(ledger.committed[(d["p"], d["s"])] == name for d in found)
+        for p in range(PRODUCERS):
+            mine = [d["s"] for d in found if d["p"] == p]
+            assert mine == sorted(mine), f"queue {name}: producer {p}'s rows out of order"
+
+
 def rows_left(ob: Outbox) -> int:
     with ob.engine.connect() as conn:
         return int(
@@ -192,9 +201,5 @@ def test_every_committed_row_is_exactly_one_job(
     )
     assert duplicates == 0 and lost == 0 and ghosts == 0
     assert set(seen) == committed
-    for name, found in jobs.items():  # each producer's rows of a queue in commit order
-        assert all(ledger.committed[(d["p"], d["s"])] == name for d in found)
-        for p in range(PRODUCERS):
-            mine = [d["s"] for d in found if d["p"] == p]
-            assert mine == sorted(mine), f"queue {name}: producer {p}'s rows out of order"
+    check_order(jobs, ledger)
     assert crashes > 0 and relays.killed > 0 and valkey_kills == VALKEY_KILLS
