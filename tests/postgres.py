@@ -37,12 +37,15 @@ _POLL = 0.05
 
 
 def pg_bin() -> Path | None:
-    """The directory holding initdb and postgres, or None."""
-    for directory in PG_BIN_DIRS:
-        path = Path(directory)
-        if (path / "initdb").exists() and (path / "postgres").exists():
-            return path
-    return None
+    """The directory holding initdb and postgres (the newest major), or None."""
+    found = [
+        path / "bin"
+        for path in PG_ROOT.glob("*")
+        if (path / "bin" / "initdb").exists() and (path / "bin" / "postgres").exists()
+    ]
+    return max(
+        found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, default=None
+    )
 
 
 def _free_port() -> int:
