@@ -25,11 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-PG_BIN_DIRS = (
-    "/usr/lib/postgresql/15/bin",
-    "/usr/lib/postgresql/16/bin",
-    "/usr/lib/postgresql/17/bin",
-)
+#: where Debian puts each major version's server binaries
+PG_ROOT = Path("/usr/lib/postgresql")
 INSTALL = "Debian: apt-get install postgresql (the service need not run)"
 PASSWORD = "s3cret-pg"
 START_TIMEOUT = 30.0
