@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -330,6 +331,7 @@ def _dead_row(row: Row[Any], error: str) -> dict[str, Any]:
         "options": row.options,
         "created_at": row.created_at,
         "error": error[:4000],
+        "dead_at": datetime.now(UTC),  # tables made by Django's migration have no default
     }
 
 
