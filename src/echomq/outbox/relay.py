@@ -34,6 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 
+from echomq import ids
 from echomq.engine import NewJob
 from echomq.errors import (
     TRANSIENT_ERRORS,
@@ -224,10 +225,10 @@ class Relay:
         outcome = Outcome()
         jobs: list[tuple[Row[Any], NewJob]] = []
         durable = False
-        for row in rows:
+        for row, job_id in zip(rows, ids.new_ids(len(rows)), strict=True):
             try:
                 job, wants_durable = self.outbox.checker.job(
-                    self.outbox.table, row.id, queue, row.name, row.data, row.options
+                    self.outbox.table, row.id, queue, row.name, row.data, row.options, job_id
                 )
             except REFUSED as exc:
                 outcome.dead.append((row, str(exc)))

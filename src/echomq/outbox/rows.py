@@ -108,7 +108,14 @@ class RowChecker:
         return RowValues(queue, name, str(job.values[PAYLOAD_INDEX]), encode_options(options))
 
     def job(
-        self, table: str, row_id: int, queue: str, name: str, data: str, options: str
+        self,
+        table: str,
+        row_id: int,
+        queue: str,
+        name: str,
+        data: str,
+        options: str,
+        job_id: str | None = None,
     ) -> tuple[NewJob, bool]:
         """The job a stored row becomes (its own key, or the row's), and whether
         it asked for a durable add; raises InvalidInput for a row refused for good."""
@@ -121,7 +128,8 @@ class RowChecker:
             value = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise InvalidOption(f"stored data is not JSON: {exc}") from None
-        return self.engine(queue).new_job(name, value, **_job_options(stored)), durable
+        job = self.engine(queue).new_job(name, value, job_id=job_id, **_job_options(stored))
+        return job, durable
 
 
 def _job_options(options: Mapping[str, Any]) -> JobOptions:

@@ -106,11 +106,16 @@ class OutboxTables:
             *(sa.schema.CreateIndex(index) for index in self.rows.indexes),
             sa.schema.CreateTable(self.dead),
         ]
-        return "\n".join(f"{str(s.compile(dialect=dialect)).strip()};" for s in statements)
+        text = "\n".join(f"{str(s.compile(dialect=dialect)).strip()};" for s in statements)
+        return "\n".join(line.rstrip().replace("\t", "    ") for line in text.splitlines())
 
     def create(self, conn: Connection) -> None:
         """Create the tables (and the index) if they do not exist."""
         self.metadata.create_all(conn, tables=[self.rows, self.dead], checkfirst=True)
+
+    def drop(self, conn: Connection) -> None:
+        """Drop both tables (a migration's downgrade); rows still in them are lost."""
+        self.metadata.drop_all(conn, tables=[self.rows, self.dead], checkfirst=True)
 
     def check_shape(self, conn: Connection) -> None:
         """OutboxError naming the DDL unless both tables exist with their columns."""
