@@ -236,3 +236,40 @@ def test_bad_table_name_and_database(tmp_path: object) -> None:
         Outbox("sqlite://", table="drop table;")
     with pytest.raises(OutboxError, match="PostgreSQL and SQLite"):
         Outbox("mysql://u@h/db")
+
+
+def test_a_queue_in_a_newer_stored_format_sends_its_rows_to_the_dead_table(
+    outbox: Outbox,
+    make_relay: Callable[..., Relay],
+    make_queue: Callable[[str], SyncQueue],
+    queue_name: str,
+    valkey_url: str,
+) -> None:
+    import redis
+
+    from echomq import storage
+    from echomq.keys import QueueKeys
+
+    newer = f"{queue_name}-newer"
+    with redis.Redis.from_url(valkey_url) as client:
+        client.hset(QueueKeys(newer).meta, storage.FORMAT_FIELD, storage.FORMAT + 1)
+    with outbox.engine.begin() as conn:
+        outbox.add(conn, newer, "job", 1)
+        outbox.add(conn, queue_name, "job", 2)
+    assert make_relay().relay_once() == 2
+    [dead] = dead_rows(outbox)
+    assert f"is stored in format {storage.FORMAT + 1}" in dead.error
+    assert claim_all(make_queue(queue_name)) == [2]  # the other queue's row went through
+
+
+def test_import_echomq_imports_no_database_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, echomq, echomq.worker, echomq.cli\n"
+        "loaded = {'sqlalchemy', 'django', 'psycopg'} & {m.split('.')[0] for m in sys.modules}\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
