@@ -273,3 +273,17 @@ def test_import_echomq_imports_no_database_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_table_of_another_shape_is_a_clear_error(db_url: str, queue_name: str) -> None:
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE odd_outbox (id INTEGER PRIMARY KEY, queue TEXT)"))
+    ob = Outbox(engine, table="odd_outbox")
+    try:
+        with pytest.raises(OutboxError, match="has no column"), engine.begin() as conn:
+            ob.add(conn, queue_name, "receipt", {})
+        with pytest.raises(OutboxError, match="name, data, options, created_at"):
+            ob.check_table()
+    finally:
+        engine.dispose()
