@@ -132,6 +132,11 @@ class PrivatePostgres:
         self.stop()
         raise RuntimeError(f"postgres did not start within {START_TIMEOUT} s")
 
+    @property
+    def process_group(self) -> int | None:
+        """The process group of the cluster (runuser, postgres and its backends)."""
+        return None if self._process is None else self._process.pid
+
     def url(self, database: str = "postgres") -> str:
         """The SQLAlchemy url (psycopg 3) of ``database``, with the password."""
         return f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:{self.port}/{database}"
