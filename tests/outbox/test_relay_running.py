@@ -206,3 +206,41 @@ def test_cli_relay_runs_until_sigterm_and_hides_the_password(
     assert proc.returncode == 0, err
     assert PASSWORD not in out + err
     assert "***" in err and "relay stopped: 1 row(s) relayed" in err
+
+
+def test_the_relay_rides_out_its_database_connections_being_killed(
+    pg_url: str, valkey_url: str, queue_name: str
+) -> None:
+    """Every backend of the relay terminated (as a PostgreSQL restart would): it
+    listens again and relays the next commit without waiting for its poll."""
+    ob = Outbox(pg_url)
+    ob.create_table()
+    relay = Relay(ob, valkey_url, poll=60.0)
+    stop = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(stop,), daemon=True)
+    terminate = sa.text(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+    )
+    try:
+        thread.start()
+        with ob.engine.begin() as conn:
+            ob.add(conn, queue_name, "before", 1)
+        wait_for(lambda: relay.relayed == 1, "the first row")
+        time.sleep(0.3)  # idle on LISTEN
+        killer = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+        with killer.connect() as conn:
+            assert conn.execute(terminate).scalar_one() >= 1
+        killer.dispose()
+        ob.engine.dispose()  # the test's own pooled connections were terminated too
+        with ob.engine.begin() as conn:
+            ob.add(conn, queue_name, "after", 2)
+        wait_for(lambda: relay.relayed == 2, "the row committed after the kill")
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(DEADLINE)
+        relay.close()
+        ob.engine.dispose()
+    with SyncQueue(queue_name, valkey_url) as q:
+        assert [job.data for job in q.claim(10)] == [1, 2]

@@ -11,11 +11,14 @@ row written without the NOTIFY).
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from typing import Any, Protocol
 
 from sqlalchemy.engine import Engine
+
+log = logging.getLogger("echomq.outbox")
 
 #: how often a waiting relay looks at its stop flag (seconds)
 STOP_CHECK = 0.25
@@ -55,13 +58,17 @@ class ListenWaiter:
     def arm(self) -> None:
         if self._conn is not None and not self._conn.closed:
             return
-        raw = self._engine.raw_connection()
+        raw = self._engine.raw_connection()  # the database unreachable: its own error
         conn = raw.driver_connection
         assert conn is not None
         raw.detach()  # ours now: autocommit and LISTEN never go back to the pool
-        conn.autocommit = True
-        conn.execute(f'LISTEN "{self._channel}"')
         self._conn = conn
+        try:
+            conn.autocommit = True
+            conn.execute(f'LISTEN "{self._channel}"')
+        except Exception as exc:  # psycopg's own errors: the relay waits them out
+            self.close()
+            raise ConnectionError(f"LISTEN failed: {exc}") from exc
 
     def wait(self, timeout: float, stop: threading.Event) -> None:
         deadline = time.monotonic() + timeout
@@ -72,9 +79,9 @@ class ListenWaiter:
                     return
                 for _ in self._conn.notifies(timeout=min(left, STOP_CHECK), stop_after=1):
                     return
-        except Exception:  # a lost connection: drop it; the next arm() opens another
-            self.close()
-            raise
+        except Exception:  # the connection was lost (a restart, a terminated backend):
+            self.close()  # look at the table now; the next arm() listens again
+            log.debug("LISTEN connection lost; listening again", exc_info=True)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
