@@ -22,12 +22,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from echomq import Dedupe, SyncQueue
+from echomq.outbox import Outbox, Relay
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
 ADD_CEILING = 13
@@ -144,14 +146,19 @@ def _wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> 
 
 
 def test_features_of_one_queue_cost_another_nothing(
-    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+    make_sync: Callable[..., SyncQueue],
+    queue_name: str,
+    redis_client: redis.Redis,
+    backend_url: str,
+    tmp_path: Path,
 ) -> None:
     a = make_sync(queue_name + "-a")
     b = make_sync(queue_name + "-b")
     before = plain_counts(a, redis_client)
     # queue B uses every feature: stored settings, queue-wide limits, lane
     # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
-    # deduplication (every mode, one job held behind a running one)
+    # deduplication (every mode, one job held behind a running one), a job
+    # relayed from a transactional outbox
     b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
     parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
     b.add("child", 1, depends_on=[parent])
@@ -162,6 +169,13 @@ def test_features_of_one_queue_cost_another_nothing(
         for _ in range(2):
             b.add("deduped", 1, group="p", dedupe=Dedupe(mode, mode, window))  # type: ignore[arg-type]
     b.add("latest", 1, group="p", dedupe=Dedupe("latest", "latest"))
+    ob = Outbox(f"sqlite:///{tmp_path / 'outbox.db'}")  # a job relayed from an outbox
+    ob.create_table()
+    with ob.engine.begin() as conn:
+        ob.add(conn, b.name, "relayed", 1, group="p")
+    relay = Relay(ob, backend_url)
+    assert relay.relay_once() == 1
+    relay.close()
     b.set_lane("g", concurrency=1, rate=(5, 1.0), max_waiting=100)
     b.set_lane("p", paused=True)
     b.schedule("tick", every=60.0, name="tick")

@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "schedules": "echomq.cli.schedules:schedules",
     "server": "echomq.cli.server:server",
     "dashboard": "echomq.cli.dashboard:dashboard",
+    "relay": "echomq.cli.relay:relay",
 }
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from echomq.errors import EchoMQError, InvalidOption, JobNotFound, LeaseLost
 from echomq.job import Job
@@ -55,6 +55,7 @@ from echomq.worker.handlers import (
 from echomq.worker.isolation import check_not_in_job_process
 from echomq.worker.leases import Heartbeat
 from echomq.worker.maintenance import Maintenance
+from echomq.worker.relaying import RelayThread, check_relay
 from echomq.worker.resilience import TRANSIENT, Pauses
 from echomq.worker.slots import SlotPool
 from echomq.worker.threads import DaemonThreads
@@ -102,6 +103,10 @@ class Worker:
     is logged in one INFO line (id, name, duration, outcome; every job-derived
     value escaped); ``log_jobs=False`` drops those of completed jobs, for high
     rates (failures are still logged).
+
+    ``relay`` (an ``echomq.outbox.Outbox`` or ``Relay``) also runs that
+    outbox's relay while the worker runs, on a thread of its own, adding to
+    the first queue's server (docs/outbox.md).
     """
 
     def __init__(
@@ -125,6 +130,7 @@ class Worker:
         unknown_dead_after: float = DEFAULT_UNKNOWN_DEAD_AFTER,
         weights: Sequence[int] | None = None,
         log_jobs: bool = True,
+        relay: Any = None,
     ) -> None:
         self.queues = _check_queues(queue)
         self.queue = self.queues[0]
@@ -159,6 +165,7 @@ class Worker:
         if not isinstance(log_jobs, bool):
             raise InvalidOption(f"log_jobs {log_jobs!r} is not a bool; allowed True or False")
         self.log_jobs = log_jobs
+        self.relay = check_relay(relay)
         self._sessions: list[_Session] = []
         self._stop_early: bool | None = None  # stop() before run(): None, or immediate?
 
@@ -220,6 +227,9 @@ class Worker:
                 session.request_stop(self._stop_early)
             self._stop_early = None
         signals = self._install_signals(loop) if install_signals else []
+        relaying = None if self.relay is None else RelayThread(self.relay, self.queue.url)
+        if relaying is not None:
+            relaying.start()
         names = ", ".join(q.name for q in self.queues)
         log.info(
             "worker on queue %s: concurrency %d, lease %.1f s, handlers %s",
@@ -231,6 +241,8 @@ class Worker:
         try:
             await _serve_all(self._sessions)
         finally:
+            if relaying is not None:
+                await relaying.stop()
             for sig in signals:
                 loop.remove_signal_handler(sig)
             self._sessions = []
