@@ -147,6 +147,7 @@ end
 -- an integer by C's integer printing ("%d"), several times cheaper than the
 -- floating-point "%.0f", which is kept for anything else (a fraction rounds).
 local function fmt(n)
+  n = n + 0  -- a numeric string as its number, as "%.0f" takes it
   if n % 1 == 0 and n > -9007199254740992 and n < 9007199254740992 then
     return string.format("%d", n)
   end
