@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from echomq.errors import InvalidPriority, InvalidScore
+from echomq.errors import InvalidInput, InvalidPriority, InvalidScore
 
 TIER_BITS = 21
 COUNTER_BITS = 32
@@ -41,22 +41,21 @@ def _is_int(value: object) -> bool:
 
 def check_tier(tier: object) -> int:
     """Return ``tier`` if it is an int in 0 … 2^21−1, else raise InvalidPriority."""
-    if not _is_int(tier):
-        raise InvalidPriority(f"priority {tier!r} is not an integer; allowed 0 … {MAX_TIER}")
-    assert isinstance(tier, int)
-    if not 0 <= tier <= MAX_TIER:
-        raise InvalidPriority(f"priority {tier} is out of range; allowed 0 … {MAX_TIER} (2^21−1)")
-    return tier
+    return _in_range(tier, "priority", MAX_TIER, "2^21−1", InvalidPriority)
 
 
 def check_counter(counter: object) -> int:
     """Return ``counter`` if it is an int in 0 … 2^32−1, else raise InvalidScore."""
-    if not _is_int(counter):
-        raise InvalidScore(f"counter {counter!r} is not an integer; allowed 0 … {MAX_COUNTER}")
-    assert isinstance(counter, int)
-    if not 0 <= counter <= MAX_COUNTER:
-        raise InvalidScore(f"counter {counter} is out of range; allowed 0 … {MAX_COUNTER} (2^32−1)")
-    return counter
+    return _in_range(counter, "counter", MAX_COUNTER, "2^32−1", InvalidScore)
+
+
+def _in_range(value: object, what: str, high: int, power: str, error: type[InvalidInput]) -> int:
+    if not _is_int(value):
+        raise error(f"{what} {value!r} is not an integer; allowed 0 … {high}")
+    assert isinstance(value, int)
+    if not 0 <= value <= high:
+        raise error(f"{what} {value} is out of range; allowed 0 … {high} ({power})")
+    return value
 
 
 def encode(tier: int, counter: int) -> int:

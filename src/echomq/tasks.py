@@ -24,7 +24,6 @@ The worker side (how a task's options reach its runs) is
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from typing import (
 from echomq.control import Unrecoverable, running_job
 from echomq.dedupe import Dedupe, as_dedupe
 from echomq.errors import EchoMQError, InvalidOption
-from echomq.job import Job, running_loop
+from echomq.job import Job, on_job_loop, running_loop
 from echomq.options import (
     MAX_ATTEMPTS,
     MAX_DELAY,
@@ -92,21 +91,10 @@ class TaskQueue(Protocol):
         self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
     ) -> Coroutine[Any, Any, list[str]]: ...
 
-    def schedule(
-        self,
-        schedule_id: str,
-        *,
-        cron: str | None = None,
-        every: float | None = None,
-        name: str,
-        data: Any = None,
-        priority: int = 0,
-        group: str | None = None,
-        tz: str = "UTC",
-        max_attempts: int | None = None,
-        skip_if_running: bool = False,
-        catch_up: bool = True,
-    ) -> Coroutine[Any, Any, datetime | None]: ...
+    @property
+    def schedule(self) -> Callable[..., Coroutine[Any, Any, datetime | None]]:
+        """``Queue.schedule``: its keywords are Engine.schedule's."""
+        ...
 
     def blocking(self) -> SyncTaskQueue: ...
 
@@ -125,21 +113,10 @@ class SyncTaskQueue(Protocol):
         self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
     ) -> list[str]: ...
 
-    def schedule(
-        self,
-        schedule_id: str,
-        *,
-        cron: str | None = None,
-        every: float | None = None,
-        name: str,
-        data: Any = None,
-        priority: int = 0,
-        group: str | None = None,
-        tz: str = "UTC",
-        max_attempts: int | None = None,
-        skip_if_running: bool = False,
-        catch_up: bool = True,
-    ) -> datetime | None: ...
+    @property
+    def schedule(self) -> Callable[..., datetime | None]:
+        """``SyncQueue.schedule``: its keywords are Engine.schedule's."""
+        ...
 
 
 class CallOptions(TypedDict, total=False):
@@ -479,14 +456,12 @@ class Enqueuer(Generic[P]):
 def _need_loop(name: str, method: str) -> None:
     """Refuse an async enqueue where no event loop runs: its coroutine could never
     be awaited there, and no job would be added (only a warning at collection)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if running_loop() is None:
         raise EchoMQError(
             f"{name}.{method}(...) is a coroutine and no event loop runs here: in async "
             f"code await it; from blocking code call {method}_sync(...) "
             "(or make the task on a SyncQueue)"
-        ) from None
+        )
 
 
 def _add_blocking(task: Task[Any, Any], item: dict[str, Any]) -> str:
@@ -500,8 +475,7 @@ def _add_blocking(task: Task[Any, Any], item: dict[str, Any]) -> str:
                 f"{task.name}.enqueue_sync(...) would block the worker's event loop: "
                 f"await {task.name}.enqueue(...) in an async handler"
             )
-        added: str = asyncio.run_coroutine_threadsafe(target.add(**item), job._loop).result()
-        return added
+        return str(on_job_loop(target.add(**item), job._loop))
     if loop is not None:
         raise EchoMQError(
             f"{task.name}.enqueue_sync(...) blocks, and an event loop runs in this thread: "
@@ -602,7 +576,7 @@ def _add_from_sync_task(task: SyncTask[Any, Any], item: dict[str, Any]) -> str:
             f"{task.name}.enqueue(...) blocks, and it was called on the event loop of the "
             "queue its job runs on: make the task async, or call it from a sync handler"
         )
-    return str(asyncio.run_coroutine_threadsafe(added, loop).result())
+    return str(on_job_loop(added, loop))
 
 
 class TaskSettings(TypedDict, total=False):

@@ -165,19 +165,20 @@ def _payload(data: str | None, task_args: str | None, task_kwargs: str | None) -
     if [task_args, task_kwargs].count("-") > 1:
         fail("only one of --args and --kwargs can read stdin ('-')")
     call: dict[str, Any] = {}
-    if task_args is not None:
-        args = parse_json(task_args, "--args")
-        if not isinstance(args, list):
-            fail(f"--args must be a JSON array of positional arguments, not {task_args[:60]!r}")
-        if args:
-            call["args"] = args
-    if task_kwargs is not None:
-        kwargs = parse_json(task_kwargs, "--kwargs")
-        if not isinstance(kwargs, dict):
-            fail(f"--kwargs must be a JSON object of keyword arguments, not {task_kwargs[:60]!r}")
-        if kwargs:
-            call["kwargs"] = kwargs
+    _call_part(call, "args", task_args, list, "a JSON array of positional arguments")
+    _call_part(call, "kwargs", task_kwargs, dict, "a JSON object of keyword arguments")
     return call
+
+
+def _call_part(call: dict[str, Any], key: str, text: str | None, kind: type, what: str) -> None:
+    """Parse --args or --kwargs (``key``) into ``call``, if given and not empty."""
+    if text is None:
+        return
+    value = parse_json(text, f"--{key}")
+    if not isinstance(value, kind):
+        fail(f"--{key} must be {what}, not {text[:60]!r}")
+    if value:
+        call[key] = value
 
 
 def job_dict(job: Job, queue: str, cut: Mapping[str, FieldPreview] | None = None) -> dict[str, Any]:

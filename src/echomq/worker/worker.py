@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from echomq.errors import EchoMQError, InvalidOption, JobNotFound, LeaseLost
-from echomq.job import Job
+from echomq.job import Job, running_loop
 from echomq.options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE,
@@ -200,10 +200,7 @@ class Worker:
             self._stop_early = immediate or bool(self._stop_early)
             return
         loop = sessions[0].loop
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
+        on_loop = running_loop() is loop
         for session in sessions:
             if on_loop:
                 session.request_stop(immediate)
