@@ -79,6 +79,7 @@ is orphaned in turn, for the maintenance after that (one level per call).
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections import deque
@@ -492,6 +493,24 @@ class OrderModel:
     def waiting_ids(self) -> list[str]:
         """Waiting jobs lane by lane in ring order, each lane in (tier, arrival) order."""
         return [place[2] for group in self.ring for place in sorted(self.lanes[group])]
+
+    def position(self, job_id: str) -> tuple[int, int]:
+        """(lane_ahead, queue_ahead) of a waiting job: its rank in its lane, and the
+        claims the rotation makes before it with no adds and no control binding
+        (a copy of the model, its controls lifted, claims one job at a time
+        until it is served)."""
+        job = self.jobs[job_id]
+        lane_ahead = sorted(self.lanes[job.group]).index(job.place)  # type: ignore[arg-type]
+        sim = copy.deepcopy(self)
+        sim.caps.clear()
+        sim.lane_paused.clear()
+        sim.rates.clear()
+        sim.throttled.clear()
+        queue_ahead = 0
+        while (got := sim._claim_one()) != job_id:
+            assert got is not None, f"{job_id} was never served"
+            queue_ahead += 1
+        return lane_ahead, queue_ahead
 
     def drain(self) -> list[str]:
         """Every waiting job in claim order (claims them all)."""

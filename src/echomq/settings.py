@@ -117,7 +117,7 @@ def check_age_step(value: object) -> int:
             f"age_step {value!r:.80} is out of range; allowed seconds > 0 (at least 0.001)"
             f" and <= {MAX_AGE_STEP:.0f} (a day)"
         )
-    return round(value * 1000)  # type: ignore[arg-type]
+    return round(float(value) * 1000)  # type: ignore[arg-type]
 
 
 def _encode_one(name: str, value: object) -> list[str]:

@@ -95,9 +95,7 @@ def run_stream(backend_url: str, name: str, ordering: str) -> tuple[Job, list[Jo
         producer_client.close()
 
 
-def test_aged_ordering_bounds_the_wait_of_a_low_tier_job(
-    backend_url: str, queue_name: str
-) -> None:
+def test_aged_ordering_bounds_the_wait_of_a_low_tier_job(backend_url: str, queue_name: str) -> None:
     low, claimed, ended, low_at = run_stream(backend_url, queue_name + "-aged", "aged")
     # exactly the tier-0 jobs due no later than its bound came before it
     bound = ms(low.created_at) + BOUND_MS

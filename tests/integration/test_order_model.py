@@ -22,9 +22,9 @@ clock, so it knows exactly what the next claim promotes and reaps.
 from __future__ import annotations
 
 import contextlib
-import math
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -1541,7 +1541,7 @@ class AgedLockstep(DependencyLockstep):
         self.model.tell(self.frozen.now_ms)
         return self.frozen.now_ms
 
-    def apply(self, op: Op | Advance) -> None:  # type: ignore[override]
+    def apply(self, op: Op | Advance) -> None:
         match op:
             case Advance(step):
                 self.clock = self.frozen.advance(step)

@@ -61,6 +61,7 @@ READ_ONLY = frozenset(
         "dependencyResults",
         "dependents",
         "peekJob",
+        "position",
     }
 )
 
