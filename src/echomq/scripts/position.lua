@@ -14,7 +14,10 @@
 -- + sum over i > k of min(b_i, A_i(T)), A_i(n) = n * w_i (the head: a +
 -- (n - 1) * w_1, 0 for n = 0). Every ring lane holds a job, so a lane whose
 -- allowance is at most 1 adds it without reading its backlog: only lanes that
--- may hold fewer jobs than their allowance are read (ZCARD).
+-- may hold fewer jobs than their allowance are read (ZCARD). With no weight
+-- stored and T = 0 that is a closed form: r + min(b_1, a) + (k - 2) (LPOS
+-- finds k; no lane is listed). Work: at most one ZCARD per ring lane, and
+-- at most POSITION_LANES lanes.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -55,44 +58,63 @@ local function reply(queue_ahead) return {rank, queue_ahead, completions, span} 
 
 local m = redis.call("LLEN", K_RING)
 if m > POSITION_LANES then return reply(-2) end
-local ring = redis.call("LRANGE", K_RING, 0, -1)
-local k = nil
-for i = 1, #ring do
-  if ring[i] == lane then k = i break end
-end
-if not k then return reply(-1) end
-
-local weights = {}
-for first = 1, #ring, CHUNK do
-  local last = math.min(#ring, first + CHUNK - 1)
-  local got = redis.call("HMGET", K_WEIGHTS, unpack(ring, first, last))
-  for i = first, last do weights[i] = tonumber(got[i - first + 1]) or 1 end
-end
+local at = redis.call("LPOS", K_RING, lane)
+if not at then return reply(-1) end
+local k = at + 1
+local head = k == 1 and lane or redis.call("LINDEX", K_RING, 0)
 local turn = redis.call("HMGET", K_TURN, "lane", "left")
-local head_left = weights[1]
-if turn[1] == ring[1] and tonumber(turn[2]) then head_left = tonumber(turn[2]) end
+local stored = redis.call("HLEN", K_WEIGHTS)
+local own = redis.call("HMGET", K_WEIGHTS, head, lane)
+local w_head, w_lane = tonumber(own[1]) or 1, tonumber(own[2]) or 1
+local head_left = w_head
+if turn[1] == head and tonumber(turn[2]) then head_left = tonumber(turn[2]) end
 
--- the claims lane i may make in its first n turns
-local function allowance(i, n)
+-- the claims lane i (its weight w) may make in its first n turns
+local function allowance(i, w, n)
   if n <= 0 then return 0 end
-  if i == 1 then return head_left + (n - 1) * weights[1] end
-  return n * weights[i]
+  if i == 1 then return head_left + (n - 1) * w end
+  return n * w
+end
+-- what lane i (name l, weight w, n turns before the job's claim) adds
+local function share(i, l, w, n)
+  local a = allowance(i, w, n)
+  if a > 1 then a = math.min(a, redis.call("ZCARD", lane_key(l))) end
+  return a
 end
 
 local T
 if k == 1 then
-  if rank < head_left then T = 0 else T = 1 + math.floor((rank - head_left) / weights[1]) end
+  if rank < head_left then T = 0 else T = 1 + math.floor((rank - head_left) / w_head) end
 else
-  T = math.floor(rank / weights[k])
+  T = math.floor(rank / w_lane)
 end
 local ahead = rank
+
+-- no lane has a weight and the job is served in its lane's first turn: every
+-- lane before it but the head adds one claim, every lane after it none
+if stored == 0 and T == 0 then
+  if k > 1 then ahead = ahead + share(1, head, 1, 1) + (k - 2) end
+  return reply(ahead)
+end
+
+-- else lane by lane: the ring, and the weights (all of them when there are
+-- fewer stored than lanes in the ring, else those of the ring's lanes)
+local ring = redis.call("LRANGE", K_RING, 0, -1)
+local weights = {}
+if stored <= #ring then
+  local all = redis.call("HGETALL", K_WEIGHTS)
+  for i = 1, #all, 2 do weights[all[i]] = tonumber(all[i + 1]) end
+else
+  for first = 1, #ring, CHUNK do
+    local last = math.min(#ring, first + CHUNK - 1)
+    local got = redis.call("HMGET", K_WEIGHTS, unpack(ring, first, last))
+    for i = first, last do weights[ring[i]] = tonumber(got[i - first + 1]) end
+  end
+end
 for i = 1, #ring do
   if i ~= k then
-    local a = allowance(i, i < k and T + 1 or T)
-    if a > 1 then
-      a = math.min(a, redis.call("ZCARD", lane_key(ring[i])))
-    end
-    ahead = ahead + a
+    local l = ring[i]
+    ahead = ahead + share(i, l, weights[l] or 1, i < k and T + 1 or T)
   end
 end
 return reply(ahead)
