@@ -25,6 +25,7 @@ dashboard changes nothing that a program using echomq could not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -36,10 +37,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from echomq.engine import PREVIEW_BYTES
-from echomq.errors import InvalidOption, JobNotFound
-from echomq.job import LISTED_STATES
+from echomq.errors import InvalidOption, InvalidState, JobNotFound
+from echomq.job import LISTED_STATES, State
 from echomq.queue import Queue
 from echomq.score import encode
+from echomq.settings import DEFAULT_AGE_STEP
 from echomq.web import metrics, views
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog, audit_text
 from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
@@ -214,7 +216,17 @@ async def job_detail(request: Request) -> Response:
     except JobNotFound:  # removed since: its fields are shown as read
         dependents = None
     download = f"/api/queues/{queue.name}/jobs/{job_id}/fields/"
-    return JSONResponse({**views.job_detail(preview, download), "dependents": dependents})
+    detail = {**views.job_detail(preview, download), "dependents": dependents, "position": None}
+    if preview.job.state is State.WAITING:
+        # where it stands (docs/ordering.md "Where a job stands"); a job claimed
+        # or removed since it was read has none
+        with contextlib.suppress(InvalidState, JobNotFound):
+            detail["position"] = (await queue.position(job_id)).to_dict()
+    stats = await queue.stats(lane_limit=1)
+    if stats.ordering == "aged":
+        step = (await queue.settings()).get("age_step", DEFAULT_AGE_STEP)
+        detail["aged_key"] = views.aged_view(preview.job, round(step * 1000))
+    return JSONResponse(detail)
 
 
 async def _sent_whole(text: str, slots: DownloadSlots) -> AsyncIterator[bytes]:
