@@ -1626,3 +1626,90 @@ def test_aged_ordering_follows_the_model(
             AgedLockstep(queue, model, frozen_server.clock).run(program)  # type: ignore[arg-type]
     finally:
         client.close()
+
+
+class TimedAgedLockstep(DependencyLockstep):
+    """The aged ordering on a server's own clock (every backend, the cluster too):
+    the model is told the server time of each call that gives jobs a due time
+    "now" (an add, a completion that releases dependents, a retry_dead) as its
+    events record it, before it is told the call; delayed and retried jobs are
+    due at their fire time, which the job reads back."""
+
+    def _record(self, items: Sequence[Add], new_ids: Sequence[str]) -> None:
+        added = {e.job_id: e.at for e in self.events.events_since_last("added")}
+        if added:
+            self.model.tell(ms(max(a for a in added.values() if a is not None)))
+        super()._record(items, new_ids)
+
+    def add_dependent(self, op: AddDependent) -> None:
+        before = len(self.ids)
+        super().add_dependent(op)
+        added = self.events.events_since_last("added")
+        if len(self.ids) > before:
+            assert added, "an add without its event"
+            self.model.tell(ms(added[-1].at))
+
+    def complete(self, pick: int) -> None:
+        if not self.held:
+            return
+        job = self.held.pop(list(self.held)[pick % len(self.held)])
+        self.queue.complete(job, result=job.data)
+        released = self.events.events_since_last("unblocked")
+        if released:
+            self.model.tell(ms(released[0].at))
+        self.model.complete(job.id, [e.job_id for e in released if e.job_id])
+
+    def retry_dead(self, picks: Sequence[int]) -> None:
+        if not self.ids:
+            return
+        chosen = [self.ids[i % len(self.ids)] for i in picks]
+        moved = self.queue.retry_dead(chosen)
+        requeued = self.events.events_since_last("requeued")
+        if requeued:
+            self.model.tell(ms(requeued[0].at))
+        want = self.model.retry_dead(chosen)
+        assert moved == want, (
+            f"{self.where}: retry_dead({chosen}) moved {moved}, not {want}; claimed "
+            f"{self.claimed}, states {[(j, self.queue.get(j)) for j in self.ids]}"
+        )
+
+
+@PROFILE
+@given(
+    program=st.builds(
+        lambda head, tail: [*head, *tail],
+        st.lists(set_weights, max_size=3),
+        st.lists(
+            st.one_of(
+                adds(ANY_DELAY),
+                adds(),
+                add_manys(adds(ANY_DELAY)),
+                claims,
+                claims,
+                stalls,
+                completes,
+                fails,
+                releases,
+                changes,
+                set_caps,
+                pause_lanes,
+                retry_deads,
+                removes,
+                add_dependents,
+                st.just(Maintain()),
+            ),
+            min_size=8,
+            max_size=24,
+        ),
+    ),
+    age_step_ms=st.sampled_from([1, 2, 5, 50]),
+)
+def test_aged_ordering_follows_the_model_on_the_server_clock(
+    client: connection.SyncClient, queue_name: str, program: list[Op], age_step_ms: int
+) -> None:
+    """As test_aged_ordering_follows_the_model, on every backend's real clock: an
+    age_step of a few ms makes tiers and the milliseconds between calls interleave."""
+    with fresh_queue(client, queue_name, "aged", max_stalls=1) as queue:
+        queue.configure(age_step=age_step_ms / 1000)
+        model = OrderModel("aged", max_stalls=1, age_step_ms=age_step_ms)
+        TimedAgedLockstep(queue, model).run(program)
