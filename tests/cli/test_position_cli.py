@@ -42,3 +42,22 @@ def test_score_aged_explains_a_key(cli: RunCli) -> None:
     bad = cli("score", "aged", "1796455222747", "2", "--age-step", "nan", queue=False)
     assert bad.returncode == 1
     assert "age_step nan is out of range" in one_line_error(bad)
+
+
+def test_inspect_explains_an_aged_key(cli: RunCli, backend_url: str, queue_name: str) -> None:
+    with SyncQueue(queue_name, ordering="aged", url=backend_url) as q:
+        try:
+            q.configure(age_step=0.5)
+            job_id = q.add("j", priority=2)
+            job = q.get(job_id)
+            assert job is not None and job.created_at is not None
+            due = round(job.created_at.timestamp() * 1000)
+            shown = cli("inspect", job_id)
+            assert shown.returncode == 0, shown.stderr
+            assert f"due       {due}" in shown.stdout
+            assert "tier      2 × age_step 0.5 s = 1000 ms" in shown.stdout
+            doc = json.loads(cli("inspect", job_id, "--json").stdout)
+            assert doc["aged_key"] == {"key": due + 1000, "tier": 2, "age_step_ms": 500,
+                                       "due_ms": due}  # fmt: skip
+        finally:
+            q.drop()
