@@ -174,6 +174,7 @@ class OrderModel:
         self.blocked: dict[str, set[str]] = {}  # blocked job -> dependencies not completed
         self.dependents: dict[str, list[str]] = {}  # job -> jobs added depending on it
         self.orphaned: list[str] = []  # died or removed with dependents: for maintenance
+        self.dependencies: dict[str, list[str]] = {}  # job added with depends_on -> them
 
     # -- operations --------------------------------------------------------
     def add(
@@ -200,6 +201,7 @@ class OrderModel:
         refuses the add (the caller checks ``refused_dependency`` first)."""
         assert self.refused_dependency(depends_on) is None
         self.jobs[job_id] = ModelJob(tier, group, self.max_attempts, run_anyway=run_anyway)
+        self.dependencies[job_id] = list(depends_on)
         pending = {d for d in depends_on if d not in self.completed}
         if not pending:
             self._enter_lane(job_id)

@@ -1549,6 +1549,27 @@ class AgedLockstep(DependencyLockstep):
             case _:
                 super().apply(op)
 
+    def retry_dead(self, picks: Sequence[int]) -> None:
+        revive_without_dependencies(self, picks)
+
+
+def revive_without_dependencies(run: DependencyLockstep, picks: Sequence[int]) -> None:
+    """retry_dead of the picked ids that were added without depends_on: the model
+    does not follow a revived job's dependencies (retryDead.lua's rules for them
+    are tested in test_retry_dead_dependencies.py)."""
+    if not run.ids:
+        return
+    chosen = [run.ids[i % len(run.ids)] for i in picks]
+    chosen = [j for j in chosen if j not in run.model.dependencies]
+    if not chosen:
+        return
+    moved = run.queue.retry_dead(chosen)
+    requeued = run.events.events_since_last("requeued")
+    if requeued:
+        run.model.tell(ms(requeued[0].at))
+    want = run.model.retry_dead(chosen)
+    assert moved == want, f"{run.where}: retry_dead({chosen}) moved {moved}, not {want}"
+
 
 AGE_STEPS = (100, 500, 1000)  # ms
 # a tier-2 job added first passes the tier-0 jobs that became due more than
@@ -1660,18 +1681,7 @@ class TimedAgedLockstep(DependencyLockstep):
         self.model.complete(job.id, [e.job_id for e in released if e.job_id])
 
     def retry_dead(self, picks: Sequence[int]) -> None:
-        if not self.ids:
-            return
-        chosen = [self.ids[i % len(self.ids)] for i in picks]
-        moved = self.queue.retry_dead(chosen)
-        requeued = self.events.events_since_last("requeued")
-        if requeued:
-            self.model.tell(ms(requeued[0].at))
-        want = self.model.retry_dead(chosen)
-        assert moved == want, (
-            f"{self.where}: retry_dead({chosen}) moved {moved}, not {want}; claimed "
-            f"{self.claimed}, states {[(j, self.queue.get(j)) for j in self.ids]}"
-        )
+        revive_without_dependencies(self, picks)
 
 
 @PROFILE
