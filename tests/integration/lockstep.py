@@ -27,6 +27,9 @@ settings.register_profile(
 )
 PROFILE = settings.get_profile("order-model")
 
+#: the orderings the real-clock lockstep tests run every example under; the aged
+#: one needs each call's server time, so it has tests of its own
+#: (test_order_model.py section 9)
 ORDERINGS: tuple[Ordering, ...] = ("composite", "mint")
 
 

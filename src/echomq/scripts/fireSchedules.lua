@@ -3,7 +3,7 @@
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
--- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
+-- ARGV[7]     ordering the client opened the queue with: "composite" | "mint" | "aged"
 -- ARGV[8]     the fires, one JSON array of arrays: [schedule id, revision read,
 --             fire time ms (the stored next fire time read), next fire time ms
 --             (computed by the client from the server time it read), new job
