@@ -106,6 +106,7 @@ def test_aged_ordering_bounds_the_wait_of_a_low_tier_job(backend_url: str, queue
     # it started while the stream still ran, within 1 s of its bound
     assert ended == 0.0 or low_at <= ended
     late = ms(low.claimed_at) - bound
+    print(f"\naged: {position} tier-0 jobs before it, started {late} ms after its bound")
     assert late <= 1000, f"started {late} ms after its bound"
 
 
@@ -113,6 +114,7 @@ def test_composite_ordering_starves_it_until_the_stream_ends(
     backend_url: str, queue_name: str
 ) -> None:
     low, claimed, ended, low_at = run_stream(backend_url, queue_name + "-composite", "composite")
+    print(f"\ncomposite: started {ms(low.claimed_at) - ms(low.created_at)} ms after its add")
     assert claimed[-1].id == low.id  # after every tier-0 job of the stream
     assert ended and low_at >= ended
     assert ms(low.claimed_at) - ms(low.created_at) >= STREAM * 1000
