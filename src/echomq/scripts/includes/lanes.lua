@@ -249,6 +249,7 @@ end
 -- tier x age_step (ms); equal keys sort by member, the time-ordered job id.
 -- At most about 2^41 + 2^21 x 2^27 < 2^49: a double holds it exactly.
 local function aged_score(tier, due)
+  if not due then error({err = "ERR echomq: an aged lane key needs the job's due time"}) end
   return tonumber(due) + tonumber(tier) * OPT.age_step_ms
 end
 

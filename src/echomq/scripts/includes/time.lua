@@ -88,7 +88,7 @@ local function promote(plan)
   for i, id in ipairs(due) do
     local f = plan.fields[i]
     if f[1] then
-      local score = plan.scores and plan.scores[i] or fmt(arrival_score(order, tonumber(f[1])))
+      local score = plan.scores and plan.scores[i] or fmt(arrival_score(order, tonumber(f[1]), tonumber(f[3])))
       redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
       count_delayed(f[2], -1)
       enter_lane(f[2], id, score)
