@@ -33,6 +33,7 @@ from echomq.errors import (
 from echomq.events import Event
 from echomq.job import Job, State
 from echomq.options import Backoff
+from echomq.position import Position
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.sync import SyncQueue
@@ -74,6 +75,7 @@ __all__ = [
     "OrderingMismatch",
     "PayloadError",
     "PoolTimeout",
+    "Position",
     "Queue",
     "QueueStats",
     "RateLimited",

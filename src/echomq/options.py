@@ -19,8 +19,8 @@ from typing import Literal, TypedDict
 
 from echomq.errors import InvalidDelay, InvalidOption, InvalidWeight
 
-Ordering = Literal["composite", "mint"]
-ORDERINGS: tuple[str, ...] = ("composite", "mint")
+Ordering = Literal["composite", "mint", "aged"]
+ORDERINGS: tuple[str, ...] = ("composite", "mint", "aged")
 
 MAX_WEIGHT = 1000
 MAX_CLAIM = 10_000

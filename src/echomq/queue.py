@@ -161,6 +161,7 @@ class Queue(QueueShell[AsyncSender]):
     weights = sends_async(Engine.weights)
     lanes = sends_steps_async(Engine.lanes)
     waiting_tiers = sends_async(Engine.waiting_tiers)
+    position = sends_async(Engine.position)
     stats = sends_steps_async(Engine.stats)
     pause = sends_async(Engine.pause)
     resume = sends_async(Engine.resume)

@@ -100,6 +100,7 @@ class SyncQueue(QueueShell[SyncSender]):
     weights = sends(Engine.weights)
     lanes = sends_steps(Engine.lanes)
     waiting_tiers = sends(Engine.waiting_tiers)
+    position = sends(Engine.position)
     stats = sends_steps(Engine.stats)
     pause = sends(Engine.pause)
     resume = sends(Engine.resume)

@@ -29,6 +29,7 @@ import pytest
 import redis
 
 from echomq import Dedupe, SyncQueue
+from echomq.options import ORDERINGS
 from echomq.outbox import Outbox, Relay
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
@@ -101,6 +102,19 @@ def test_plain_queue_command_counts_stay_under_the_ceilings(
     assert total(counts, "complete") <= COMPLETE_CEILING, _report(counts)
 
 
+@pytest.mark.parametrize("ordering", ORDERINGS)
+def test_plain_queue_counts_hold_in_every_ordering(
+    ordering: str, make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """A plain queue in the mint or aged ordering costs no more than in the
+    composite one (docs/ordering.md): its key is taken without a counter."""
+    counts = plain_counts(make_sync(f"{queue_name}-{ordering}", ordering=ordering), redis_client)
+    print("\n" + _report(counts))
+    assert total(counts, "add") <= ADD_CEILING, _report(counts)
+    assert total(counts, "claim") <= CLAIM_CEILING, _report(counts)
+    assert total(counts, "complete") <= COMPLETE_CEILING, _report(counts)
+
+
 @pytest.mark.parametrize(
     ("call", "target"),
     [
@@ -158,8 +172,12 @@ def test_features_of_one_queue_cost_another_nothing(
     # queue B uses every feature: stored settings, queue-wide limits, lane
     # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
     # deduplication (every mode, one job held behind a running one), a job
-    # relayed from a transactional outbox
-    b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
+    # relayed from a transactional outbox, an age_step; and queue C is aged,
+    # with position read on both
+    b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0), age_step=0.5)
+    c = make_sync(queue_name + "-c", ordering="aged")
+    c.configure(age_step=0.5)
+    c.position(c.add("aged", 1, priority=2, group="x"))
     parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
     b.add("child", 1, depends_on=[parent])
     b.add("capped", 1, group="g")
@@ -184,6 +202,7 @@ def test_features_of_one_queue_cost_another_nothing(
     waiter.start()
     try:
         _wait_until(lambda: bool(redis_client.exists(b.engine.keys.waiters)), "B's wait")
+        assert b.position(parent).queue_ahead == 0
         after = measure(a, redis_client)
         print("\n" + _report(after))
         assert after == before, f"before: {_report(before)}\nafter: {_report(after)}"

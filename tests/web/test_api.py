@@ -444,3 +444,29 @@ def test_bulk_actions_act_on_what_a_search_found_one_step_at_a_time(
     assert step["done"] == 3 and sq.get(with_tag) is None and sq.get(kept) is not None
     actions = [e["action"] for e in d.http.get("/api/audit").json()]
     assert {"cancel found", "retry found", "remove found"} <= set(actions)
+
+
+def test_the_inspector_api_gives_a_waiting_jobs_position_and_aged_key(
+    start_dashboard: StartDashboard, backend_url: str, queue_name: str
+) -> None:
+    with SyncQueue(queue_name + "-aged", ordering="aged", url=backend_url) as q:
+        try:
+            q.configure(age_step=0.5)
+            q.set_weight("a", 2)
+            ids = q.add_many([{"name": "j", "group": g, "priority": 1} for g in "aaab"])
+            d = start_dashboard(backend_url, queues=[q.name])
+            job = d.http.get(f"/api/queues/{q.name}/jobs/{ids[3]}").json()
+            # a a b: the b job waits for 2 claims, none in its lane
+            assert job["position"] == {"lane_ahead": 0, "queue_ahead": 2, "eta": None}
+            stored = q.get(ids[3])
+            assert stored is not None and stored.created_at is not None
+            due = round(stored.created_at.timestamp() * 1000)
+            assert job["aged_key"] == {
+                "key": due + 500, "tier": 1, "age_step_ms": 500, "due_ms": due,
+                "tier_part_ms": 500,
+            }  # fmt: skip
+            [claimed] = q.claim(1)
+            active = d.http.get(f"/api/queues/{q.name}/jobs/{claimed.id}").json()
+            assert active["position"] is None
+        finally:
+            q.drop()

@@ -552,3 +552,18 @@ def test_the_first_view_lists_the_rings_first_lane_at_once(
         timeout=5.0,
         what="the first lane's jobs",
     )
+
+
+def test_inspector_shows_where_a_waiting_job_stands(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    ids = sq.add_many([{"name": "j", "group": g} for g in ("a", "a", "b")])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.click(f'#jobs tr[data-job-id="{ids[1]}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{ids[1]}"]')
+    # a b a: the second a job waits for 2 claims, 1 of them in its lane
+    rows = page.locator("#inspector-position tr").all_text_contents()
+    assert rows[0] == "ahead in its lane1"
+    assert rows[1].startswith("claims before it2 ")
+    assert rows[2].startswith("estimated waitunknown")

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "worker": "echomq.cli.worker:worker",
     "add": "echomq.cli.jobs:add",
     "inspect": "echomq.cli.jobs:inspect",
+    "position": "echomq.cli.position:position",
     "remove": "echomq.cli.jobs:remove",
     "find": "echomq.cli.find:find",
     "queues": "echomq.cli.queues:queues",

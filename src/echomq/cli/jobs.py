@@ -22,11 +22,11 @@ from echomq.cli.common import (
     queue_options,
     when,
 )
-from echomq.cli.score import hex_split, ruler
+from echomq.cli.score import aged_readout, hex_split, ruler
 from echomq.cli.tracebacks import without_plumbing
 from echomq.dedupe import MODES, Dedupe, Mode
 from echomq.engine import PREVIEW_BYTES
-from echomq.errors import JobNotFound
+from echomq.errors import InvalidScore, JobNotFound
 from echomq.ids import id_timestamp
 from echomq.job import Job, State
 from echomq.reports import Dependents, FieldPreview
@@ -292,10 +292,18 @@ def _print_job(
     dependents: Dependents | None,
     full_traceback: bool = False,
     cut: Mapping[str, FieldPreview] | None = None,
+    aged: codec.AgedKey | None = None,
 ) -> None:
     common.console.print(_fields_table(job, queue, dependents))
-    decoded = codec.decode(job.score)
     common.console.print()
+    if aged is not None:
+        for line in aged_readout(aged):
+            common.console.print(f"  {line}", markup=False)
+        _print_long_fields(job, cut or {})
+        if job.traceback:
+            _print_traceback(job.traceback, full_traceback)
+        return
+    decoded = codec.decode(job.score)
     common.console.print(
         f"[bold]score[/]  {job.score} = {hex_split(decoded)} → tier {decoded.tier}, "
         f"counter {decoded.counter}"
@@ -393,11 +401,33 @@ def inspect(
                 dependents: Dependents | None = holder.dependents(job_id)
             except JobNotFound:  # removed since: its fields are shown as read
                 dependents = None
+            aged = _aged_key(holder, job)
     if as_json:
         listed = None if dependents is None else dependents.to_dict()
-        echo_json({**job_dict(job, where, cut), "dependents": listed})
+        doc = {**job_dict(job, where, cut), "dependents": listed}
+        if aged is not None:  # an aged key is no composite score
+            doc["score_decoded"] = None
+            doc["aged_key"] = {"key": aged.key, "tier": aged.tier,
+                               "age_step_ms": aged.age_step_ms, "due_ms": aged.due_ms}  # fmt: skip
+        echo_json(doc)
     else:
-        _print_job(job, where, dependents, full_traceback, cut)
+        _print_job(job, where, dependents, full_traceback, cut, aged)
+
+
+def _aged_key(holder: SyncQueue, job: Job) -> codec.AgedKey | None:
+    """The job's aged lane key read back, if its queue has ordering="aged" and the
+    job has a key (waiting or active); else None."""
+    if job.state not in (State.WAITING, State.ACTIVE) or not job.score:
+        return None
+    if holder.stats(lane_limit=1).ordering != "aged":
+        return None
+    from echomq.settings import DEFAULT_AGE_STEP
+
+    step = holder.settings().get("age_step", DEFAULT_AGE_STEP)
+    try:
+        return codec.aged_decode(job.score, job.priority, round(step * 1000))
+    except InvalidScore:  # age_step raised since it entered: no due time to show
+        return None
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -18,6 +18,7 @@ from echomq.events import Event, EventPage, check_event_id, parse_entry, parse_p
 from echomq.job import LISTED_STATES, Job, State
 from echomq.keys import group_of, lane_of
 from echomq.options import check_int, check_job_name, check_seconds
+from echomq.position import Position, decode_position
 from echomq.reports import LaneInfo, QueueStats
 from echomq.steps import Next
 from echomq.tags import MAX_FIND_COUNT, JobPage, check_cursor, encode_tags, wrap_cursor
@@ -261,6 +262,14 @@ class ReadCalls(EngineBase):
         pages = lanepages.LanePages(self._script, "waiting", lane_limit, finish, ring)
         phase, cursor = reply.more
         return pages.go_on(str(phase), str(cursor))
+
+    # -- where a job stands ---------------------------------------------------
+    def position(self, job_id: str) -> Call[Position]:
+        """Where a waiting job stands (echomq.position.Position): its rank in its
+        lane, the claims the rotation makes before it, an estimate of the wait.
+        JobNotFound for an unknown id, InvalidState for a job not waiting."""
+        find(job_id, self.queue)
+        return self._script("position", partial(decode_position, self.queue, job_id), job_id)
 
     # -- waiting for a job ----------------------------------------------------
     def watch(self, job_id: str, timeout: float) -> Call[Job | None]:

@@ -2,7 +2,7 @@
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
--- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
+-- ARGV[7]     ordering the client opened the queue with: "composite" | "mint" | "aged"
 -- ARGV[8]     the jobs, one JSON array of arrays (one string, so a batch of
 --             thousands costs the client one argument, not nine per job):
 --             [id, name, data (JSON text), tier, lane ("" = default),
@@ -143,7 +143,7 @@ end
 apply_renumber(renumber_step)
 if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
-if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
+if requested == "composite" and #jobs > 1 then reserve_arrivals(#jobs) end
 local created = 0
 for i, job in ipairs(jobs) do
   if not ids[i] then
@@ -203,7 +203,7 @@ for i, job in ipairs(jobs) do
       redis.call("HSET", job_key(id), unpack(fields))
       emit("added", id, lane, "nx", at)
     else
-      local score = fmt(arrival_score(requested, tier))
+      local score = fmt(arrival_score(requested, tier, now))
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "waiting", "sc", score
       redis.call("HSET", job_key(id), unpack(fields))
       enter_lane(lane, id, score)

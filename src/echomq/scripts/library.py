@@ -62,6 +62,7 @@ READ_ONLY = frozenset(
         "dependencyResults",
         "dependents",
         "peekJob",
+        "position",
     }
 )
 

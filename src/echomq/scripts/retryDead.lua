@@ -117,7 +117,7 @@ end
 -- write phase
 if #moved == 0 then return {moved, kept, looked} end
 call_chunked("ZREM", K_DEAD, moved, 1)
-if order ~= "mint" and arrivals > 1 then reserve_arrivals(arrivals) end
+if order == "composite" and arrivals > 1 then reserve_arrivals(arrivals) end
 local now = fmt(now_ms())
 for _, id in ipairs(moved) do
   local jk, f = job_key(id), fields[id]
@@ -138,7 +138,7 @@ for _, id in ipairs(moved) do
     end
     emit("requeued", id, f[2])
   else
-    local score = fmt(arrival_score(order, tonumber(f[1])))
+    local score = fmt(arrival_score(order, tonumber(f[1]), tonumber(now)))
     redis.call("HSET", jk, "s", "waiting", "sc", score, "a", 0, "st", 0)
     redis.call("HDEL", jk, "f", "at", "dx")
     enter_lane(f[2], id, score)

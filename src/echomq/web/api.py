@@ -30,6 +30,7 @@ dashboard changes nothing that a program using echomq could not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -41,10 +42,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from echomq.engine import PREVIEW_BYTES
-from echomq.errors import InvalidOption, JobNotFound
-from echomq.job import LISTED_STATES
+from echomq.errors import InvalidOption, InvalidState, JobNotFound
+from echomq.job import LISTED_STATES, State
 from echomq.queue import Queue
 from echomq.score import encode
+from echomq.settings import DEFAULT_AGE_STEP
 from echomq.tags import JobPage, parse_tag_args
 from echomq.web import bulk, metrics, views
 from echomq.web.bulk import act_on_found
@@ -254,9 +256,22 @@ async def job_detail(request: Request) -> Response:
         dependents = None
     download = f"/api/queues/{queue.name}/jobs/{job_id}/fields/"
     timeline = [event.to_dict() for event in await queue.job_events(job_id)]
-    return JSONResponse(
-        {**views.job_detail(preview, download), "dependents": dependents, "events": timeline}
-    )
+    detail = {
+        **views.job_detail(preview, download),
+        "dependents": dependents,
+        "events": timeline,
+        "position": None,
+    }
+    if preview.job.state is State.WAITING:
+        # where it stands (docs/ordering.md "Where a job stands"); a job claimed
+        # or removed since it was read has none
+        with contextlib.suppress(InvalidState, JobNotFound):
+            detail["position"] = (await queue.position(job_id)).to_dict()
+    stats = await queue.stats(lane_limit=1)
+    if stats.ordering == "aged":
+        step = (await queue.settings()).get("age_step", DEFAULT_AGE_STEP)
+        detail["aged_key"] = views.aged_view(preview.job, round(step * 1000))
+    return JSONResponse(detail)
 
 
 async def _sent_whole(text: str, slots: DownloadSlots) -> AsyncIterator[bytes]:

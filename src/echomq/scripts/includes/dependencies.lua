@@ -100,7 +100,7 @@ local function apply_releases(plan, now)
           killed[id] = true
         elseif redis.call("HINCRBY", job_key(id), "dp", -1) <= 0 then
           order = order or ordering()
-          local score = fmt(arrival_score(order, tonumber(f[3]) or 0))
+          local score = fmt(arrival_score(order, tonumber(f[3]) or 0, now))
           redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
           redis.call("HDEL", job_key(id), "dp")
           redis.call("ZREM", K_BLOCKED, id)

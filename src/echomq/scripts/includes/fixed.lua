@@ -139,6 +139,8 @@ local function start_call(KEYS, ARGV)
     concurrency = tonumber(s.concurrency),
     rate_max = tonumber(s.rate_max),
     rate_per = tonumber(s.rate_per_ms),
+    -- the aged ordering's step per tier (docs/ordering.md), ms (settings.DEFAULT_AGE_STEP)
+    age_step_ms = tonumber(s.age_step_ms or 60000),
   }
   for i = 1, #call_resets do call_resets[i]() end
 end

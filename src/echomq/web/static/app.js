@@ -608,8 +608,9 @@ function renderInspector(job) {
     field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
     field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
+  const score = job.aged_key !== undefined ? agedKeyView(job.aged_key) : scoreFigure(job.score_fields);
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
-    el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
+    positionView(job.position), el("h4", { text: "score" }), score, progressView(job.progress)))];
   parts.push(timeline(job));
   const cut = job.truncated || {};
   const json = (v) => JSON.stringify(v, null, 2);
@@ -643,6 +644,27 @@ function progressView(progress) {
   const n = typeof progress === "number" ? progress : typeof progress === "object" && typeof progress.percent === "number" ? progress.percent : null;
   return el("div", {}, el("h4", { text: "progress" }), n !== null ? bar(n / 100, "progress-bar") : null,
     el("pre", { text: JSON.stringify(progress) }));
+}
+
+// Where a waiting job stands (docs/ordering.md "Where a job stands"); nothing otherwise.
+function positionView(p) {
+  if (!p) return el("span", { hidden: true });
+  const ahead = p.queue_ahead === null ? "not counted: its lane is paused, capped, throttled or over its rate"
+    : `${p.queue_ahead} (the weighted rotation, if nothing is added)`;
+  const eta = p.eta === null ? "unknown (no job completed in the last 10 minutes)" : `${p.eta.toFixed(1)} s`;
+  return el("div", { id: "inspector-position" },
+    el("h4", { text: "position" }),
+    el("table", { class: "fields" },
+      field("ahead in its lane", p.lane_ahead), field("claims before it", ahead), field("estimated wait", eta)));
+}
+
+// An aged lane key: due time + tier × age_step (ms), read back with the job's tier.
+function agedKeyView(k) {
+  if (!k) return el("p", { class: "muted", text: "no key (it gets one when it becomes waiting)" });
+  const iso = (ms) => new Date(ms).toISOString();
+  return el("div", { id: "inspector-aged" },
+    el("p", { text: `aged key ${k.key} = due ${iso(k.due_ms)} + tier ${k.tier} × age_step ${k.age_step_ms / 1000} s` }),
+    el("p", { class: "muted", text: `served before every tier-0 job of its lane that became due after ${iso(k.key)}` }));
 }
 
 function scoreFigure(s) {
