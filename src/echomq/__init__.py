@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from echomq.control import RateLimited, Retry, Unrecoverable, current_job, current_queue
+from echomq.dedupe import Dedupe
 from echomq.errors import (
     DependencyFailed,
     EchoMQError,
@@ -34,6 +35,7 @@ from echomq.job import Job, State
 from echomq.joblogs import LogLine
 from echomq.metrics import MetricPoint
 from echomq.options import Backoff
+from echomq.position import Position
 from echomq.registry import WorkerInfo
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
@@ -48,6 +50,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backoff",
+    "Dedupe",
     "DependencyFailed",
     "EchoMQError",
     "Event",
@@ -77,6 +80,7 @@ __all__ = [
     "OrderingMismatch",
     "PayloadError",
     "PoolTimeout",
+    "Position",
     "Queue",
     "QueueStats",
     "RateLimited",

@@ -126,6 +126,19 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+def on_job_loop(
+    result: Any, loop: asyncio.AbstractEventLoop | None, timeout: float | None = None
+) -> Any:
+    """What a queue call made for a handler's job gives the caller: ``result`` as
+    it is when it is no coroutine (a SyncQueue's call), when the job has no
+    loop, or when this thread runs ``loop`` (an async handler awaits it);
+    else (a sync handler, on a worker thread) the coroutine run on ``loop``, the
+    worker's, waited for up to ``timeout`` seconds."""
+    if not inspect.iscoroutine(result) or loop is None or running_loop() is loop:
+        return result
+    return asyncio.run_coroutine_threadsafe(result, loop).result(timeout)
+
+
 #: how a worker stores a handler's progress report (Job.set_progress)
 ProgressSink = Callable[["Job", Any], Awaitable[None]]
 
@@ -162,6 +175,7 @@ class Job:
     schedule_id: str | None = None  # the schedule whose fire added this job
     fire_time: datetime | None = None  # that fire's time (server clock)
     tags: dict[str, str] | None = None  # add(tags=...): what find() finds it by
+    pending: int | None = None  # a blocked job's dependencies not completed yet
     worker: str | None = None  # the id of the worker that ran its latest attempt
     # set by the worker while a handler runs this job: the lines it logs (job.log)
     _log: JobLog | None = field(default=None, repr=False, compare=False)
@@ -189,12 +203,7 @@ class Job:
         """The results of the jobs this job depends on (``queue.dependency_results``
         on the queue it runs on). An async handler awaits it; a sync handler, on a
         worker thread, calls it plainly and gets the dict."""
-        queue = self.queue
-        result = queue.dependency_results(self.id)
-        loop = self._loop
-        if not inspect.iscoroutine(result) or loop is None or running_loop() is loop:
-            return result
-        return asyncio.run_coroutine_threadsafe(result, loop).result()  # a worker thread
+        return on_job_loop(self.queue.dependency_results(self.id), self._loop)
 
     def set_progress(self, value: Any) -> Awaitable[None]:
         """Report progress from inside a handler; ``get(id).progress`` shows it.
@@ -268,6 +277,7 @@ class Job:
             schedule_id=get("si") or None,
             fire_time=ms_to_datetime(get("sf")),
             tags=decode_payload(get("tg")),
+            pending=_int(get("dp")) if "dp" in h else None,
             worker=get("w") or None,
         )
 

@@ -151,6 +151,8 @@ class Queue(QueueShell[AsyncSender]):
         return page
 
     find = sends_async(Engine.find)
+    names = sends_async(Engine.names)
+    job_events = sends_async(Engine.job_events)
     dead = sends_async(Engine.dead)
     retry_dead = sends_steps_async(Engine.retry_dead)
     purge_dead = sends_async(Engine.purge_dead)
@@ -161,6 +163,7 @@ class Queue(QueueShell[AsyncSender]):
     weights = sends_async(Engine.weights)
     lanes = sends_steps_async(Engine.lanes)
     waiting_tiers = sends_async(Engine.waiting_tiers)
+    position = sends_async(Engine.position)
     stats = sends_steps_async(Engine.stats)
     pause = sends_async(Engine.pause)
     resume = sends_async(Engine.resume)

@@ -90,6 +90,8 @@ class SyncQueue(QueueShell[SyncSender]):
         return page
 
     find = sends(Engine.find)
+    names = sends(Engine.names)
+    job_events = sends(Engine.job_events)
     dead = sends(Engine.dead)
     retry_dead = sends_steps(Engine.retry_dead)
     purge_dead = sends(Engine.purge_dead)
@@ -100,6 +102,7 @@ class SyncQueue(QueueShell[SyncSender]):
     weights = sends(Engine.weights)
     lanes = sends_steps(Engine.lanes)
     waiting_tiers = sends(Engine.waiting_tiers)
+    position = sends(Engine.position)
     stats = sends_steps(Engine.stats)
     pause = sends(Engine.pause)
     resume = sends(Engine.resume)

@@ -16,6 +16,8 @@ the previous one stopped whatever was added or removed meanwhile.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -35,8 +37,8 @@ MAX_TAG_VALUE = 128
 TAG_KEY = re.compile(r"[a-z0-9_]{1,32}")
 #: the most jobs one find call (or cursor page of ``jobs``) lists.
 MAX_FIND_COUNT = 1000
-#: the longest cursor: a position and the ids of a page of MAX_FIND_COUNT jobs.
-MAX_CURSOR = 64 * 1024
+#: the longest cursor: a position and the ids of a page of MAX_FIND_COUNT jobs, base64.
+MAX_CURSOR = 96 * 1024
 
 
 def check_tags(tags: object) -> dict[str, str]:
@@ -86,8 +88,42 @@ class JobPage:
     cursor: str | None = None
 
 
-def check_cursor(cursor: object) -> str:
-    """A cursor as a page returned it ("" starts at the first page)."""
-    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR or not cursor.isprintable():
-        raise InvalidOption(f"cursor {cursor!r:.60} is not a cursor a page returned")
-    return cursor
+#: a position as the scripts write it: "<score> <member>", then for a listing
+#: " <id>,<id>,…" (the ids its page showed; includes/paging.lua).
+_POSITION = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)? [!-~]{1,200}(?: [!-~]*)?")
+
+
+def _fingerprint(query: str, position: str) -> str:
+    """A check over the query and the position: a cursor changed by hand, or
+    handed to another query, no longer matches it (an integrity check, not a
+    secret: a cursor names a place in a list, it grants nothing)."""
+    return hashlib.blake2b(f"{query}\0{position}".encode(), digest_size=8).hexdigest()
+
+
+def wrap_cursor(position: str, query: str) -> str | None:
+    """The cursor a page hands out: the script's position, bound to ``query`` (a
+    text naming what was asked) so it is refused by any other query; None when
+    the script said nothing is left ("")."""
+    if not position:
+        return None
+    encoded = base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
+    return f"{_fingerprint(query, position)}.{encoded}"
+
+
+def check_cursor(cursor: object, query: str) -> str:
+    """The script position inside a cursor that a page of ``query`` returned
+    ("" starts at the first page); InvalidOption for anything else: a cursor of
+    another query, or one changed by hand."""
+    if cursor == "":
+        return ""
+    problem = f"cursor {cursor!r:.60} is not a cursor a page of this query returned"
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR:
+        raise InvalidOption(problem)
+    fingerprint, _, encoded = cursor.partition(".")
+    try:
+        position = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidOption(problem) from None
+    if fingerprint != _fingerprint(query, position) or not _POSITION.fullmatch(position):
+        raise InvalidOption(problem)
+    return position

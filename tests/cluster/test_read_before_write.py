@@ -34,7 +34,7 @@ import pytest
 import redis
 
 from clock import wait_past
-from echomq import SyncQueue, ids
+from echomq import Dedupe, SyncQueue, ids
 from echomq.call import Call
 from echomq.job import Job
 from echomq.joblogs import JobLog
@@ -344,6 +344,40 @@ def _prune_from_moved_tag(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.maintain(), b.q.engine.keys.tag("customer", "3")
 
 
+def _run_first_of_lane_z(b: Busy, rule: Dedupe) -> str:
+    """Lease a job of ``rule`` at the head of lane z (its turn goes on: the turn
+    hash is stored); its id."""
+    _lease_every_waiting_job(b)
+    b.q.set_weight("z", 5)
+    running = b.q.add("x", group="z", dedupe=rule)
+    b.q.add_many([{"name": "z", "group": "z"} for _ in range(3)])
+    b.active += b.q.claim(1, 30.0)
+    assert b.active[-1].id == running
+    return running
+
+
+def _add_latest(b: Busy) -> tuple[Call[Any], str]:
+    """A latest add while the key's job runs holds a new job behind it: the running
+    job gets field dn (it has dependents), and its hash moved."""
+    rule = Dedupe("latest", "latest")
+    running = _run_first_of_lane_z(b, rule)
+    return b.q.engine.add("x", {"v": 2}, dedupe=rule), _job_key(b, running)
+
+
+def _add_debounce(b: Busy) -> tuple[Call[Any], str]:
+    """A debounce add replaces the delayed job's data and run time: its hash moved."""
+    rule = Dedupe("debounce", "debounce", window=3600)
+    pending = b.q.add("x", {"v": 1}, dedupe=rule)
+    return b.q.engine.add("x", {"v": 2}, dedupe=rule), _job_key(b, pending)
+
+
+def _remove_latest(b: Busy) -> tuple[Call[Any], str]:
+    """Removing the job held behind a running one hands the key back to the running
+    one: the key's record moved."""
+    rule = Dedupe("held", "latest")
+    _run_first_of_lane_z(b, rule)
+    behind = b.q.add("x", dedupe=rule)
+    return b.q.engine.remove(behind), b.q.engine.keys.idem("held")
 def _logged(b: Busy, job: Job) -> str:
     """Give the running ``job`` a log on the server (a heartbeat carried its first
     line) and one more line waiting: the next call for it appends to its log
@@ -433,6 +467,9 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "maintain_held_dependency": ("maintain", _prune_held_dependency),
     "fire_schedules": ("fireSchedules", _fire_into_moved_lane),
     "add_tagged": ("add", _add_to_moved_tag),
+    "add_latest": ("add", _add_latest),
+    "add_debounce": ("add", _add_debounce),
+    "remove_latest": ("remove", _remove_latest),
     "remove_tagged": ("remove", _remove_from_moved_tag),
     "maintain_tagged": ("maintain", _prune_from_moved_tag),
     "complete_logged": ("completeMany", _complete_logged),

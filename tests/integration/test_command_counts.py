@@ -22,13 +22,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from echomq import SyncQueue
+from echomq import Dedupe, SyncQueue
 from echomq.joblogs import JobLog
+from echomq.options import ORDERINGS
+from echomq.outbox import Outbox, Relay
 from echomq.registry import info_text
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
@@ -101,6 +104,19 @@ def test_plain_queue_command_counts_stay_under_the_ceilings(
     assert total(counts, "complete") <= COMPLETE_CEILING, _report(counts)
 
 
+@pytest.mark.parametrize("ordering", ORDERINGS)
+def test_plain_queue_counts_hold_in_every_ordering(
+    ordering: str, make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """A plain queue in the mint or aged ordering costs no more than in the
+    composite one (docs/ordering.md): its key is taken without a counter."""
+    counts = plain_counts(make_sync(f"{queue_name}-{ordering}", ordering=ordering), redis_client)
+    print("\n" + _report(counts))
+    assert total(counts, "add") <= ADD_CEILING, _report(counts)
+    assert total(counts, "claim") <= CLAIM_CEILING, _report(counts)
+    assert total(counts, "complete") <= COMPLETE_CEILING, _report(counts)
+
+
 @pytest.mark.parametrize(
     ("call", "target"),
     [
@@ -146,15 +162,31 @@ def _wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> 
 
 
 def test_features_of_one_queue_cost_another_nothing(
-    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+    make_sync: Callable[..., SyncQueue],
+    queue_name: str,
+    redis_client: redis.Redis,
+    backend_url: str,
+    tmp_path: Path,
 ) -> None:
     a = make_sync(queue_name + "-a")
     b = make_sync(queue_name + "-b")
     before = plain_counts(a, redis_client)
     # queue B uses every feature: stored settings, queue-wide limits, lane
     # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
-    # a job with a log, a registered worker, metrics
-    b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0), metrics=True)
+    # deduplication (every mode, one job held behind a running one), a job
+    # relayed from a transactional outbox, an age_step; and queue C is aged,
+    # with position read on both; a job with a log, a registered worker, metrics
+    b.configure(
+        max_attempts=3,
+        keep_completed=10,
+        concurrency=5,
+        rate=(100, 1.0),
+        age_step=0.5,
+        metrics=True,
+    )
+    c = make_sync(queue_name + "-c", ordering="aged")
+    c.configure(age_step=0.5)
+    c.position(c.add("aged", 1, priority=2, group="x"))
     b.add("logged", 1)
     [logged] = b.claim(1, worker="w1")
     logged._log = JobLog(logged.attempts)
@@ -169,6 +201,17 @@ def test_features_of_one_queue_cost_another_nothing(
     b.add("capped", 1, group="g")
     b.add("paused", 1, group="p")
     b.add("tagged", 1, group="p", tags={"customer": "42"})
+    for mode, window in (("drop", 60.0), ("throttle", 60.0), ("debounce", 60.0)):
+        for _ in range(2):
+            b.add("deduped", 1, group="p", dedupe=Dedupe(mode, mode, window))  # type: ignore[arg-type]
+    b.add("latest", 1, group="p", dedupe=Dedupe("latest", "latest"))
+    ob = Outbox(f"sqlite:///{tmp_path / 'outbox.db'}")  # a job relayed from an outbox
+    ob.create_table()
+    with ob.engine.begin() as conn:
+        ob.add(conn, b.name, "relayed", 1, group="p")
+    relay = Relay(ob, backend_url)
+    assert relay.relay_once() == 1
+    relay.close()
     b.set_lane("g", concurrency=1, rate=(5, 1.0), max_waiting=100)
     b.set_lane("p", paused=True)
     b.schedule("tick", every=60.0, name="tick")
@@ -178,6 +221,7 @@ def test_features_of_one_queue_cost_another_nothing(
     waiter.start()
     try:
         _wait_until(lambda: bool(redis_client.exists(b.engine.keys.waiters)), "B's wait")
+        assert b.position(parent).queue_ahead == 0
         after = measure(a, redis_client)
         print("\n" + _report(after))
         assert after == before, f"before: {_report(before)}\nafter: {_report(after)}"

@@ -148,7 +148,8 @@ def test_cancel_parses_what_became_of_the_job(engine: Engine) -> None:
 def test_expires_and_headers_are_checked_and_encoded(engine: Engine) -> None:
     values = engine.new_job("a", expires=1.5, headers={"traceparent": "00-ab"}).values
     assert values[9:11] == [1500, '{"traceparent":"00-ab"}']
-    assert engine.new_job("a").values[9:] == [-1, "", "", "", ""]  # no depends_on, no tags
+    # no depends_on, no tags, no dedupe
+    assert engine.new_job("a").values[9:] == [-1, "", "", "", "", ""]
     for bad in (0, -1, float("nan"), "1"):
         with pytest.raises(InvalidOption, match="expires"):
             engine.new_job("a", expires=bad)  # type: ignore[arg-type]

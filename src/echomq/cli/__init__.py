@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "worker": "echomq.cli.worker:worker",
     "add": "echomq.cli.jobs:add",
     "inspect": "echomq.cli.jobs:inspect",
+    "position": "echomq.cli.position:position",
     "remove": "echomq.cli.jobs:remove",
     "find": "echomq.cli.find:find",
     "logs": "echomq.cli.observe:logs",
@@ -47,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "schedules": "echomq.cli.schedules:schedules",
     "server": "echomq.cli.server:server",
     "dashboard": "echomq.cli.dashboard:dashboard",
+    "relay": "echomq.cli.relay:relay",
 }
 
 

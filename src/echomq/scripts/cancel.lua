@@ -21,6 +21,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include logs
 -- @include retention
 

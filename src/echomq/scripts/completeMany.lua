@@ -23,6 +23,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include logs
 -- @include metrics
 -- @include retention
@@ -55,7 +56,7 @@ for i, item in ipairs(items) do
     local jk, key_or_err, lane, has_dependents, lg, f = check_lease(id, token, now)
     if jk then
       if has_dependents then parents[#parents + 1] = id end
-      if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+      local record = key_or_err and read_key("GET", idem_key(key_or_err))  -- (its Dedupe record)
       lane = lane or ""
       if not freed[lane] then
         freed[#freed + 1] = lane
@@ -67,7 +68,7 @@ for i, item in ipairs(items) do
       done_ids[#done_ids + 1] = id
       -- a log entry: the log is read now (a job without one reads nothing more)
       local logged = type(item[4]) == "table" and {item[4], Logs.read(id, lg)} or false
-      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, logged}
+      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, record, logged}
       if OPT.metrics then Metrics.count(metrics, f[8], 1, f[9], f[10], f[11], now) end
       out[i] = now
     else
@@ -86,14 +87,14 @@ Metrics.read(metrics, now)
 local done_pairs = {}
 for i, id in ipairs(done_ids) do
   local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
-  local logged = done_idem[i][5]
+  local logged = done_idem[i][6]
   if logged then
     local lg = Logs.append(id, logged[2], logged[1], now)
     redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp, "lg", lg)
   else
     redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
   end
-  expire_idem(key, OPT.keep_completed_ms)
+  Dedupe.finish(key, id, now, OPT.keep_completed_ms, done_idem[i][5])
   emit("completed", id, done_idem[i][4], "rs", #result)
   done_pairs[#done_pairs + 1] = stamp
   done_pairs[#done_pairs + 1] = id

@@ -24,6 +24,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include logs
 -- @include metrics
 -- @include retention
@@ -50,9 +51,9 @@ if delay == -2 then
   delay = backoff_ms(math.max(1, tonumber(f[1])), client)
 end
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
-local victims = {}
+local victims, record = {}, nil
 if not retry then
-  if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+  if key_or_err then record = read_key("GET", idem_key(key_or_err)) end
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
 -- the failed run in the minute's metrics (a queue with them on)
@@ -83,7 +84,7 @@ if retry then
   return {"failed", fire}
 end
 redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now), unpack(log_fields))
-expire_idem(key_or_err, OPT.keep_dead_ms)
+Dedupe.finish(key_or_err, id, now, OPT.keep_dead_ms, record)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
 orphan_dependents(id, f[4], now)

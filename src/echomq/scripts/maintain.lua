@@ -28,6 +28,7 @@
 -- @include renumber
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include logs
 -- @include retention
 -- @include time

@@ -13,6 +13,7 @@
 -- @include lanes
 -- @include controls
 -- @include tags
+-- @include dedupe
 -- @include logs
 -- @include retention
 -- @include readers

@@ -15,6 +15,7 @@
 -- @include clock
 -- @include events
 -- @include tags
+-- @include dedupe
 -- @include logs
 -- @include retention
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from echomq.job import Job
+from echomq.job import Job, State
 from echomq.joblogs import LogLine
 from echomq.metrics import MetricPoint
 from echomq.registry import WorkerInfo
@@ -83,10 +83,27 @@ def job_detail(preview: JobPreview, download: str) -> dict[str, Any]:
         "duration": job.duration,
         "lease_deadline": job.lease_deadline,
         "dependencies": job.dependencies,
+        "pending": job.pending,
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
         "score_fields": score_view(job.score),
         "truncated": truncated,
+    }
+
+
+def aged_view(job: Job, age_step_ms: int) -> dict[str, Any] | None:
+    """A waiting job's aged lane key read back (docs/ordering.md "The aged
+    ordering"): key = due time + tier × age_step, all in ms; None for a job
+    with no key (not waiting or active)."""
+    if job.state not in (State.WAITING, State.ACTIVE) or not job.score:
+        return None
+    due = job.score - job.priority * age_step_ms
+    return {
+        "key": job.score,
+        "tier": job.priority,
+        "age_step_ms": age_step_ms,
+        "due_ms": due,
+        "tier_part_ms": job.priority * age_step_ms,
     }
 
 

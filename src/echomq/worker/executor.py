@@ -33,7 +33,7 @@ from typing import Any
 from echomq.control import RateLimited, Retry, Unrecoverable, set_current_job
 from echomq.errors import EchoMQError, JobNotFound, LeaseLost, PayloadError
 from echomq.escaping import escape_line
-from echomq.job import Job, State, encode_payload
+from echomq.job import Job, State, encode_payload, on_job_loop, running_loop
 from echomq.joblogs import JobLog
 from echomq.queue import Queue
 from echomq.worker.completions import CompletionBatcher
@@ -334,16 +334,12 @@ class Execution:
     def _report_progress(self, job: Job, value: Any) -> Awaitable[None]:
         queue, loop = self._rt.queue, self._rt.loop
         encode_payload(value, what="progress", limit=queue.options.max_payload)  # fail fast
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
+        if running_loop() is loop:
             # a task, so the report is sent even by a handler that forgets to await it
             task = loop.create_task(queue.progress(job, value))
             task.add_done_callback(_retrieve)
             return task
-        asyncio.run_coroutine_threadsafe(queue.progress(job, value), loop).result(PROGRESS_TIMEOUT)
+        on_job_loop(queue.progress(job, value), loop, PROGRESS_TIMEOUT)
         return _Stored()
 
     # -- recording the outcome ---------------------------------------------

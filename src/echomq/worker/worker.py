@@ -25,10 +25,10 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from echomq.errors import EchoMQError, InvalidOption, JobNotFound, LeaseLost
-from echomq.job import Job
+from echomq.job import Job, running_loop
 from echomq.joblogs import check_level
 from echomq.options import (
     DEFAULT_CONCURRENCY,
@@ -57,6 +57,7 @@ from echomq.worker.isolation import check_not_in_job_process
 from echomq.worker.leases import Heartbeat
 from echomq.worker.logcapture import start_capture, stop_capture
 from echomq.worker.maintenance import Maintenance
+from echomq.worker.relaying import RelayThread, check_relay
 from echomq.worker.registration import Registration
 from echomq.worker.resilience import TRANSIENT, Pauses
 from echomq.worker.slots import SlotPool
@@ -106,6 +107,9 @@ class Worker:
     value escaped); ``log_jobs=False`` drops those of completed jobs, for high
     rates (failures are still logged).
 
+    ``relay`` (an ``echomq.outbox.Outbox`` or ``Relay``) also runs that
+    outbox's relay while the worker runs, on a thread of its own, adding to
+    the first queue's server (docs/outbox.md).
     A handler's ``job.log(message)`` and its ``logging`` records at or above
     ``job_log_level`` (default INFO) go to its job's log (``q.logs``; echomq.joblogs),
     sent with the heartbeats and the outcome. The worker registers itself in
@@ -134,6 +138,7 @@ class Worker:
         unknown_dead_after: float = DEFAULT_UNKNOWN_DEAD_AFTER,
         weights: Sequence[int] | None = None,
         log_jobs: bool = True,
+        relay: Any = None,
         job_log_level: str | int = "INFO",
     ) -> None:
         self.queues = _check_queues(queue)
@@ -169,6 +174,7 @@ class Worker:
         if not isinstance(log_jobs, bool):
             raise InvalidOption(f"log_jobs {log_jobs!r} is not a bool; allowed True or False")
         self.log_jobs = log_jobs
+        self.relay = check_relay(relay)
         self.job_log_level = check_level(job_log_level)
         #: this worker's id in the workers registry and in the jobs it runs (job.worker)
         self.id = uuid.uuid4().hex[:12]
@@ -206,10 +212,7 @@ class Worker:
             self._stop_early = immediate or bool(self._stop_early)
             return
         loop = sessions[0].loop
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
+        on_loop = running_loop() is loop
         for session in sessions:
             if on_loop:
                 session.request_stop(immediate)
@@ -233,6 +236,9 @@ class Worker:
                 session.request_stop(self._stop_early)
             self._stop_early = None
         signals = self._install_signals(loop) if install_signals else []
+        relaying = None if self.relay is None else RelayThread(self.relay, self.queue.url)
+        if relaying is not None:
+            relaying.start()
         start_capture(self.job_log_level)
         names = ", ".join(q.name for q in self.queues)
         log.info(
@@ -245,6 +251,8 @@ class Worker:
         try:
             await _serve_all(self._sessions)
         finally:
+            if relaying is not None:
+                await relaying.stop()
             stop_capture(self.job_log_level)
             for sig in signals:
                 loop.remove_signal_handler(sig)

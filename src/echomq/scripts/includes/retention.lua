@@ -1,8 +1,9 @@
 -- Finished jobs: dead letters, and pruning finished sets by age and count.
 --
--- An idempotency key outlives its job's completion by the retention age: it
--- is given that TTL when the job completes or dies (add also checks that the
--- job it names still exists), so pruning never has to look it up.
+-- An idempotency key (a Dedupe record, includes/dedupe.lua) outlives its
+-- job's completion by the retention age or its window: Dedupe.finish gives it
+-- that TTL when the job completes or dies (add also checks that the job it
+-- names still exists), so pruning never has to look it up.
 --
 -- Pruning is planned (read_prune: every key it will delete is read) before
 -- the script's first write, and done (apply_prune) after the script's own
@@ -57,13 +58,6 @@ local function prune_waiters(now)
     "LIMIT", 0, WAITER_PRUNE_BUDGET)
   if #gone > 0 then redis.call("ZREM", K_WAITERS, unpack(gone)) end
   return #gone
-end
-
--- Give a finished job's idempotency key the retention age as its TTL.
-local function expire_idem(key, ttl_ms)
-  if key and key ~= "" then
-    redis.call("PEXPIRE", idem_key(key), math.max(1, ttl_ms))
-  end
 end
 
 -- The jobs of a finished set past its age or count, oldest first, at most
@@ -209,14 +203,14 @@ local function read_idem(id)
   local idem = {tags = f[4] or nil, log = f[5] and true or nil}
   Tags.read(idem.tags)  -- the indexes it leaves
   Logs.read_gone(id, f[5])  -- its log
-  if key then idem.key, idem.owned = key, read_key("GET", idem_key(key)) == id end
+  if key then idem.record = Dedupe.read_release(key, id) end
   return idem, f[3]
 end
 
 -- Delete one job's hash and its idempotency key if it still names the job;
 -- ``idem`` is what read_idem read before the script's first write.
 local function drop_job(id, idem)
-  if idem and idem.owned then redis.call("DEL", idem_key(idem.key)) end
+  if idem then Dedupe.release(idem.record) end
   if idem and idem.tags then Tags.unindex(id, idem.tags) end
   if idem and idem.log then
     redis.call("DEL", job_key(id), Logs.key(id))
@@ -258,7 +252,7 @@ local function bury(id, now, err, burial)
   local f = burial.fields
   local jk = job_key(id)
   redis.call("HSET", jk, "s", "dead", "f", fmt(now), "e", err)
-  expire_idem(f[1], OPT.keep_dead_ms)
+  Dedupe.finish(f[1], id, now, OPT.keep_dead_ms)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   apply_prune(K_DEAD, burial.victims)
   orphan_dependents(id, f[4], now)

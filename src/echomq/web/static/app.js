@@ -24,8 +24,12 @@ const ui = {
   detail: null,
   jobState: "waiting",
   jobLane: "",
-  jobOffset: 0,
-  deadOffset: 0,
+  // cursor paging: each list keeps the pages it went through, {cursor, first row}
+  jobPages: [{ cursor: "", first: 0 }],
+  deadPages: [{ cursor: "", first: 0 }],
+  search: null, // {tags, state, name}: the jobs list shows what find() finds
+  bulkStop: false, // set by Stop: a bulk action ends after its current step
+  listVersion: 0, // bumped when a list changes what it shows (a refresh started before draws none)
   inspect: null,
   deadSelected: new Set(),
   token: sessionStorage.getItem(TOKEN_KEY),
@@ -181,6 +185,9 @@ function select(name) {
   ui.queue = name;
   ui.detail = null;
   ui.jobLane = "";
+  ui.search = null;
+  resetPages("jobPages");
+  resetPages("deadPages");
   ui.metrics = null; ui.metricsAt = 0; ui.metricsName = null; // the new queue's at once
   ui.deadSelected.clear();
   follow();
@@ -378,11 +385,14 @@ function renderJobTabs() {
   const counts = ui.detail ? ui.detail.counts : {};
   $("job-tabs").replaceChildren(...STATES.map((s) => el("button", {
     type: "button", class: s === ui.jobState ? "tab active" : "tab", dataset: { state: s },
-    onclick: () => { ui.jobState = s; ui.jobOffset = 0; refreshSoon(); },
+    onclick: () => { ui.jobState = s; ui.search = null; resetPages("jobPages"); refreshList("jobPages"); },
   }, `${s} `, el("span", { class: "muted", text: num(counts[s]) }))));
   if (!ui.jobLane && ui.detail && ui.detail.lanes.length) ui.jobLane = ui.detail.lanes[0].label;
   const select = $("job-lane");
-  select.hidden = ui.jobState !== "waiting";
+  select.hidden = ui.jobState !== "waiting" || ui.search !== null;
+  if (ui.search) for (const tab of $("job-tabs").children) tab.classList.remove("active");
+  $("search-shown").hidden = ui.search === null;
+  if (ui.search) $("search-what").textContent = searchText(ui.search);
   const labels = ui.detail ? ui.detail.lanes.map((l) => l.label) : [];
   if (!labels.includes("(default)")) labels.unshift("(default)");
   if ([...select.options].map((o) => o.value).join() !== labels.join()) {
@@ -391,19 +401,93 @@ function renderJobTabs() {
   select.value = ui.jobLane || "(default)";
 }
 
-// "rows 51–100" with Previous/Next; ``key`` is the ui field holding the offset.
+// Cursor paging: ``key`` is the ui field holding the list's pages, the shown one last.
+function resetPages(key) { ui[key] = [{ cursor: "", first: 0 }]; }
+function shownPage(key) { return ui[key][ui[key].length - 1]; }
+
+// "rows 51–100" with Previous/Next (a search's page may be short: it looks at a bounded
+// number of jobs per call, and Next goes on while the server says there is more).
 function renderPager(id, page, key) {
-  const first = page.jobs.length ? page.offset + 1 : 0;
+  const pages = ui[key];
+  const at = shownPage(key).first;
+  const first = page.jobs.length ? at + 1 : at;
   $(id).replaceChildren(
-    el("button", { type: "button", class: "small", text: "‹ Previous", disabled: page.offset === 0,
-      dataset: { page: "prev" }, onclick: () => { ui[key] = Math.max(0, page.offset - PAGE); refreshSoon(); } }),
-    el("span", { class: "muted", text: ` rows ${num(first)}–${num(page.offset + page.jobs.length)} ` }),
+    el("button", { type: "button", class: "small", text: "‹ Previous", disabled: pages.length === 1,
+      dataset: { page: "prev" }, onclick: () => { pages.pop(); refreshList(key); } }),
+    el("span", { class: "muted", text: ` rows ${num(first)}–${num(at + page.jobs.length)} ` }),
     el("button", { type: "button", class: "small", text: "Next ›", disabled: !page.more,
-      dataset: { page: "next" }, onclick: () => { ui[key] = page.offset + PAGE; refreshSoon(); } }));
+      dataset: { page: "next" },
+      onclick: () => { pages.push({ cursor: page.cursor, first: at + page.jobs.length }); refreshList(key); } }));
+}
+
+// -- search: find() by tags, with a state and a name; a job id opens the inspector
+function searchText(search) {
+  return [search.tags, search.state && `state ${search.state}`, search.name && `name ${search.name}`]
+    .filter(Boolean).join(", ");
+}
+
+function runSearch(event) {
+  event.preventDefault();
+  const text = $("search-tags").value.trim();
+  if (/^job_\S+$/.test(text)) { inspect(text); return; }
+  if (!text) { toast("search by tags: key=value (e.g. customer=42), or a job id", "error"); return; }
+  ui.search = { tags: text, state: $("search-state").value, name: $("search-name").value.trim() };
+  resetPages("jobPages");
+  refreshList("jobPages");
+}
+
+// A bulk action on every job the search finds, a step (one page) per request
+// until the search ends or Stop is pressed; each step is guarded and audited.
+async function bulkFound(kind) {
+  const search = ui.search;
+  if (!search || !confirm(`${kind} every job found by ${searchText(search)} in ${ui.queue}?`)) return;
+  const [bar, status, stop] = [$("bulk-progress"), $("bulk-status"), $("bulk-stop")];
+  ui.bulkStop = false;
+  bar.hidden = false;
+  bar.removeAttribute("value"); // indeterminate: a search does not know its total in advance
+  stop.hidden = false;
+  let cursor = "";
+  let looked = 0;
+  let done = 0;
+  try {
+    do {
+      const step = await act(qpath(`/found/${kind}`),
+        { tags: search.tags, state: search.state, name: search.name, cursor });
+      looked += step.looked;
+      done += step.done;
+      cursor = step.cursor;
+      status.textContent = `${kind}: ${num(done)} done, ${num(looked - done)} skipped${cursor ? "…" : ""}`;
+    } while (cursor && !ui.bulkStop);
+    toast(`${kind}: ${num(done)} job(s)${cursor ? " (stopped)" : ""}`, "ok");
+  } catch (err) {
+    toast(`${kind} refused: ${err.message}`, "error");
+  } finally {
+    bar.value = 1;
+    bar.max = 1;
+    stop.hidden = true;
+    refreshSoon();
+  }
+}
+
+function clearSearch() {
+  ui.search = null;
+  resetPages("jobPages");
+  refreshList("jobPages");
+}
+
+function jobsPath() {
+  const cursor = encodeURIComponent(shownPage("jobPages").cursor);
+  if (ui.search) {
+    const s = ui.search;
+    return qpath(`/find?tags=${encodeURIComponent(s.tags)}&state=${encodeURIComponent(s.state)}`
+      + `&name=${encodeURIComponent(s.name)}&count=${PAGE}&cursor=${cursor}`);
+  }
+  const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
+  return qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&cursor=${cursor}${lane}`);
 }
 
 function renderJobs(page) {
-  renderPager("jobs-pager", page, "jobOffset");
+  renderPager("jobs-pager", page, "jobPages");
   setRows($("jobs").tBodies[0], page.jobs.map((job) => el("tr", {
     class: "clickable", dataset: { jobId: job.id }, onclick: () => inspect(job.id),
   },
@@ -413,7 +497,7 @@ function renderJobs(page) {
 }
 
 function renderDead(page) {
-  renderPager("dead-pager", page, "deadOffset");
+  renderPager("dead-pager", page, "deadPages");
   $("no-dead").hidden = page.jobs.length > 0;
   const ids = new Set(page.jobs.map((j) => j.id));
   for (const id of [...ui.deadSelected]) if (!ids.has(id)) ui.deadSelected.delete(id);
@@ -481,6 +565,40 @@ function someIds(total, shown, what) {
   return `${total} ${what}: ${shown.join(", ")}${more}`;
 }
 
+// "2 of 5 pending: job_a, job_b, … (and 3 more)", each id a link to the inspector
+const SHOWN_DEPENDENCIES = 10;
+function dependencyField(job) {
+  const ids = job.dependencies || [];
+  if (!ids.length) return field("depends on", null);
+  const pending = job.pending === null || job.pending === undefined ? 0 : job.pending;
+  const links = [];
+  for (const id of ids.slice(0, SHOWN_DEPENDENCIES)) {
+    if (links.length) links.push(", ");
+    links.push(el("a", { href: "#", class: "mono", text: id, dataset: { inspect: id },
+      onclick: (e) => { e.preventDefault(); inspect(id); } }));
+  }
+  const more = ids.length > SHOWN_DEPENDENCIES ? ` (and ${num(ids.length - SHOWN_DEPENDENCIES)} more)` : "";
+  return el("tr", {}, el("th", { text: "depends on" }),
+    el("td", {}, `${num(pending)} of ${num(ids.length)} pending: `, ...links, more));
+}
+
+// The job's story: its events the stream still holds, oldest first (the stream is
+// capped, so an old job's first events may be gone: the creation time says when it began).
+function timeline(job) {
+  const events = job.events || [];
+  const detail = (e) => e.error || (e.next_run ? `next run ${new Date(e.next_run).toLocaleTimeString()}` : "")
+    || (e.attempt ? `attempt ${e.attempt}` : "");
+  const rows = events.map((e) => el("tr", {},
+    el("td", { class: "when", text: e.at ? new Date(e.at).toLocaleTimeString() : "" }),
+    el("td", { text: e.kind }), el("td", { text: detail(e) })));
+  const note = events.length && events[0].kind === "added" ? null
+    : el("p", { class: "muted small", text: events.length
+      ? "earlier events are no longer in the queue's event stream"
+      : "none of its events are in the queue's recent event stream" });
+  return el("div", { class: "timeline" }, el("h4", { text: "events" }), note,
+    rows.length ? el("table", { class: "jobs", id: "timeline" }, el("tbody", {}, ...rows)) : null);
+}
+
 function renderInspector(job) {
   const fields = el("table", { class: "fields" },
     field("id", job.id), field("name", job.name), field("state", job.state), field("lane", job.lane),
@@ -489,12 +607,14 @@ function renderInspector(job) {
     field("run at", job.run_at), field("claimed", job.claimed_at), field("lease until", job.lease_deadline),
     field("finished", job.finished_at),
     field("run time", job.duration === null || job.duration === undefined ? null : `${job.duration.toFixed(3)} s`),
-    field("worker", job.worker), field("depends on", (job.dependencies || []).join(", ") || null),
+    field("worker", job.worker), dependencyField(job),
     field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
     field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null));
+  const score = job.aged_key !== undefined ? agedKeyView(job.aged_key) : scoreFigure(job.score_fields);
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
-    el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
+    positionView(job.position), el("h4", { text: "score" }), score, progressView(job.progress)))];
+  parts.push(timeline(job));
   const cut = job.truncated || {};
   const json = (v) => JSON.stringify(v, null, 2);
   parts.push(...longField("data", job.data, cut.data, json, null, true));
@@ -626,6 +746,27 @@ function progressView(progress) {
   const n = typeof progress === "number" ? progress : typeof progress === "object" && typeof progress.percent === "number" ? progress.percent : null;
   return el("div", {}, el("h4", { text: "progress" }), n !== null ? bar(n / 100, "progress-bar") : null,
     el("pre", { text: JSON.stringify(progress) }));
+}
+
+// Where a waiting job stands (docs/ordering.md "Where a job stands"); nothing otherwise.
+function positionView(p) {
+  if (!p) return el("span", { hidden: true });
+  const ahead = p.queue_ahead === null ? "not counted: its lane is paused, capped, throttled or over its rate"
+    : `${p.queue_ahead} (the weighted rotation, if nothing is added)`;
+  const eta = p.eta === null ? "unknown (no job completed in the last 10 minutes)" : `${p.eta.toFixed(1)} s`;
+  return el("div", { id: "inspector-position" },
+    el("h4", { text: "position" }),
+    el("table", { class: "fields" },
+      field("ahead in its lane", p.lane_ahead), field("claims before it", ahead), field("estimated wait", eta)));
+}
+
+// An aged lane key: due time + tier × age_step (ms), read back with the job's tier.
+function agedKeyView(k) {
+  if (!k) return el("p", { class: "muted", text: "no key (it gets one when it becomes waiting)" });
+  const iso = (ms) => new Date(ms).toISOString();
+  return el("div", { id: "inspector-aged" },
+    el("p", { text: `aged key ${k.key} = due ${iso(k.due_ms)} + tier ${k.tier} × age_step ${k.age_step_ms / 1000} s` }),
+    el("p", { class: "muted", text: `served before every tier-0 job of its lane that became due after ${iso(k.key)}` }));
 }
 
 function scoreFigure(s) {
@@ -775,8 +916,10 @@ function renderRecent() {
   const tbody = $("events").tBodies[0];
   setRows(tbody, ui.recent.map((e) => el("tr", {},
     el("td", { class: "mono", text: e.id }),
+    el("td", { class: "when", text: e.at ? new Date(e.at).toLocaleTimeString() : "" }),
     el("td", { text: e.kind === "missed" ? `missed ${e.skipped}` : e.kind }),
     el("td", { class: "mono", text: e.job_id || "" }),
+    el("td", { text: e.name || "" }),
     el("td", { text: e.group === null || e.group === undefined ? "(default)" : e.group }),
     el("td", { text: e.error || (e.attempt ? `attempt ${e.attempt}` : "") }))));
   $("no-events").hidden = ui.recent.length > 0;
@@ -804,18 +947,55 @@ async function refresh() {
   }
 }
 
+// The shown job list's page (a state, or a search). A refused search (a bad tag)
+// ends the search, and says why.
+function loadJobs() {
+  return api(jobsPath()).catch((err) => {
+    if (!ui.search) throw err;
+    toast(`search: ${err.message}`, "error");
+    ui.search = null;
+    resetPages("jobPages");
+    return api(jobsPath());
+  });
+}
+
+const loadDead = () => api(qpath(`/jobs?state=dead&count=${PAGE}&cursor=${encodeURIComponent(shownPage("deadPages").cursor)}`));
+
+// A tab, a page or a search changes one list only: it is read and drawn at once,
+// without the rest of the queue view (the next refresh redraws everything).
+async function refreshList(key) {
+  ui.listVersion += 1; // a refresh already under way no longer draws the lists
+  try {
+    if (key === "deadPages") renderDead(await loadDead());
+    else {
+      const page = await loadJobs();
+      renderJobTabs();
+      renderJobs(page);
+    }
+  } catch (err) {
+    toast(`cannot read the list: ${err.message}`, "error");
+  }
+}
+
 async function refreshQueue() {
-  const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
-  const [detail, jobs, dead, audit, workers] = await Promise.all([
-    api(qpath()), api(qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&offset=${ui.jobOffset}${lane}`)),
-    api(qpath(`/jobs?state=dead&count=${PAGE}&offset=${ui.deadOffset}`)), api("/api/audit"), api(qpath("/workers")),
-  ]);
+  const version = ui.listVersion;
+  const lane = ui.jobLane;
+  const [detail, jobPage, deadPage, audit, workers] = await Promise.all(
+    [api(qpath()), loadJobs(), loadDead(), api("/api/audit"), api(qpath("/workers"))]);
   renderDetail(detail);
   renderWorkers(workers);
   await loadMetrics();
   renderJobTabs();
-  renderJobs(jobs);
-  renderDead(dead);
+  const current = version === ui.listVersion;
+  if (current) renderDead(deadPage);
+  // the first view of a queue learns its lanes with this read: the waiting list
+  // then shows the ring's first lane at once, not at the next refresh
+  if (lane !== ui.jobLane && ui.jobState === "waiting" && !ui.search) {
+    resetPages("jobPages");
+    refreshList("jobPages");
+  } else if (current) {
+    renderJobs(jobPage);
+  }
   renderAudit(audit);
   if (ui.inspect && !["completed", "dead"].includes($("inspector").dataset.state)) await loadInspector();
 }
@@ -857,7 +1037,13 @@ async function start() {
     runAction(`weight of ${group || "(default)"}`, qpath("/weights"),
       { group: group || null, weight: Number($("weight-value").value) });
   });
-  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; ui.jobOffset = 0; refreshSoon(); });
+  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; resetPages("jobPages"); refreshList("jobPages"); });
+  $("search-form").addEventListener("submit", runSearch);
+  $("search-clear").addEventListener("click", clearSearch);
+  for (const button of document.querySelectorAll("[data-bulk]")) {
+    button.addEventListener("click", () => bulkFound(button.dataset.bulk));
+  }
+  $("bulk-stop").addEventListener("click", () => { ui.bulkStop = true; });
   $("dead-all").addEventListener("change", (e) => {
     for (const box of $("dead").tBodies[0].querySelectorAll("input[type=checkbox]")) {
       box.checked = e.target.checked;
