@@ -378,6 +378,8 @@ def _remove_latest(b: Busy) -> tuple[Call[Any], str]:
     _run_first_of_lane_z(b, rule)
     behind = b.q.add("x", dedupe=rule)
     return b.q.engine.remove(behind), b.q.engine.keys.idem("held")
+
+
 def _logged(b: Busy, job: Job) -> str:
     """Give the running ``job`` a log on the server (a heartbeat carried its first
     line) and one more line waiting: the next call for it appends to its log

@@ -470,6 +470,8 @@ def test_the_inspector_api_gives_a_waiting_jobs_position_and_aged_key(
             assert active["position"] is None
         finally:
             q.drop()
+
+
 def test_the_inspector_shows_the_log_worker_and_run_time_and_workers_are_listed(
     start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

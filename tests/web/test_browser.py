@@ -567,6 +567,8 @@ def test_inspector_shows_where_a_waiting_job_stands(
     assert rows[0] == "ahead in its lane1"
     assert rows[1].startswith("claims before it2 ")
     assert rows[2].startswith("estimated waitunknown")
+
+
 def test_inspector_shows_the_job_log_as_text_and_the_workers_panel_lists_workers(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

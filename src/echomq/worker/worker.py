@@ -57,8 +57,8 @@ from echomq.worker.isolation import check_not_in_job_process
 from echomq.worker.leases import Heartbeat
 from echomq.worker.logcapture import start_capture, stop_capture
 from echomq.worker.maintenance import Maintenance
-from echomq.worker.relaying import RelayThread, check_relay
 from echomq.worker.registration import Registration
+from echomq.worker.relaying import RelayThread, check_relay
 from echomq.worker.resilience import TRANSIENT, Pauses
 from echomq.worker.slots import SlotPool
 from echomq.worker.threads import DaemonThreads
