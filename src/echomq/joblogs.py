@@ -33,6 +33,9 @@ MAX_BYTES = 256 * 1024
 MAX_MESSAGE = 8 * 1024
 #: what a stored line adds to its message (its time, attempt and level), at most.
 LINE_OVERHEAD = 40
+#: the most bytes of log lines one heartbeat call carries, all its jobs together (the
+#: rest wait for the next; a job's outcome carries all its lines).
+HEARTBEAT_LOG_BYTES = 1024 * 1024
 #: the levels a line may carry, as ``logging`` names them.
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _LEVEL_NUMBERS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
@@ -107,32 +110,47 @@ class JobLog:
     def __len__(self) -> int:
         return len(self._lines)
 
-    def take(self) -> list[Any] | None:
+    def take(self, max_bytes: int | None = None) -> list[Any] | None:
         """The waiting lines as one log entry (attempt, dropped, then [age ms,
         level, message] per line; includes/logs.lua), or None when there is
-        nothing to send. What is taken is gone from here."""
+        nothing to send. What is taken is gone from here. ``max_bytes``: take
+        the oldest lines up to that many bytes only; the rest wait for the
+        next call (a heartbeat's budget)."""
         with self._lock:
             if not self._lines and not self._dropped:
                 return None
-            lines, dropped = list(self._lines), self._dropped
-            self._lines.clear()
-            self._bytes = self._dropped = 0
+            lines: list[tuple[float, str, str, int]] = []
+            size = 0
+            while self._lines and (max_bytes is None or size + self._lines[0][3] <= max_bytes):
+                line = self._lines.popleft()
+                lines.append(line)
+                size += line[3]
+            if not lines and self._lines:  # nothing fits this call: all waits
+                return None
+            dropped = self._dropped
+            self._bytes -= size
+            self._dropped = 0
         now = time.time()
         entry: list[Any] = [self.attempt, dropped]
         for at, level, text, _ in lines:
             entry.append([max(0, round((now - at) * 1000)), level, text])
         return entry
 
+    @property
+    def waiting_bytes(self) -> int:
+        """The bytes of the lines waiting (what a take would carry, about)."""
+        return self._bytes
 
-def take_entry(job: Any) -> list[Any] | None:
-    """The log entry a call for ``job`` carries (None: it has none)."""
+
+def take_entry(job: Any, max_bytes: int | None = None) -> list[Any] | None:
+    """The log entry a call for ``job`` carries (None: it has none); see JobLog.take."""
     log: JobLog | None = getattr(job, "_log", None)
-    return None if log is None else log.take()
+    return None if log is None else log.take(max_bytes)
 
 
-def take_text(job: Any) -> str | None:
+def take_text(job: Any, max_bytes: int | None = None) -> str | None:
     """take_entry as JSON text (a script argument of its own)."""
-    entry = take_entry(job)
+    entry = take_entry(job, max_bytes)
     return None if entry is None else orjson.dumps(entry).decode()
 
 

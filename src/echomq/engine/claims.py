@@ -17,7 +17,7 @@ from echomq.engine.base import EngineBase
 from echomq.engine.replies import check_code, error_for, ms, nothing
 from echomq.errors import E_CANCELLED, EchoMQError, InvalidOption, LeaseLost
 from echomq.job import Job, State, encode_payload, ms_to_datetime
-from echomq.joblogs import take_entry, take_text
+from echomq.joblogs import HEARTBEAT_LOG_BYTES, take_entry, take_text
 from echomq.lanecontrols import check_throttle
 from echomq.options import (
     DEFAULT_LEASE,
@@ -262,9 +262,13 @@ class ClaimCalls(EngineBase):
         if not jobs:
             raise InvalidOption("extend_many needs at least one job")
         argv = [lease_ms(lease)]
+        budget = HEARTBEAT_LOG_BYTES  # all the jobs' lines together: bounded per call
         for job in jobs:
             # with the lines its handler logged since the last call (echomq.joblogs)
-            argv += [job.id, lease_of(job), take_text(job) or ""]
+            token = lease_of(job)
+            text = take_text(job, budget) or ""
+            budget = max(0, budget - len(text.encode()))
+            argv += [job.id, token, text]
         return self._script("extendMany", partial(decode_extend_many, jobs), *argv)
 
     def release(self, job: Job, delay: float = 0.0, *, throttle: float | None = None) -> Call[None]:
