@@ -11,7 +11,10 @@ calls:
 - ``add_events_off_us``: ``add()`` with the stored ``event_stream_length`` at 0.
 
 Also ``*_commands``: the commands each script call ran inside it (from the same
-counters; a figure the machine's load does not stretch). It prints one JSON line
+counters; a figure the machine's load does not stretch), and ``*_cpu_us``: the
+server's CPU time per call (``INFO cpu``, user + sys, reading the request and
+writing the reply included), which a loaded machine stretches less than the
+scripts' time (that is wall time: it includes waiting for a CPU). It prints one JSON line
 with the median of ``--rounds`` and every round.
 ``ECHOMQ_BENCH_BY_SHA=1`` sends the scripts by EVALSHA instead of FCALL. To
 compare two versions of echomq, run it under each (``PYTHONPATH=…/src``)
@@ -51,15 +54,20 @@ def _queue(url: str) -> Queue:
 
 async def _per_call(
     probe: harness.ServerProbe, op: Callable[[], Awaitable[Any]], n: int
-) -> tuple[float, float]:
-    """Server µs per script call over ``n`` calls of ``op``, and the commands each
-    script call ran inside it (not stretched by a busy machine)."""
+) -> tuple[float, float, float]:
+    """Server µs per script call over ``n`` calls of ``op``, the commands each
+    script call ran inside it (not stretched by a busy machine), and the
+    server's CPU µs per call."""
     before = probe.snapshot()
     for _ in range(n):
         await op()
     work = probe.work(before)
-    calls = work.script_calls
-    return work.script_usec / max(1, calls), (work.total_calls - calls) / max(1, calls)
+    calls = max(1, work.script_calls)
+    return (
+        work.script_usec / calls,
+        (work.total_calls - work.script_calls) / calls,
+        work.cpu_us / calls,
+    )
 
 
 async def one_round(probe: harness.ServerProbe, url: str, n: int) -> dict[str, float]:
@@ -97,6 +105,9 @@ async def one_round(probe: harness.ServerProbe, url: str, n: int) -> dict[str, f
         "add_commands": add[1],
         "claim_commands": claim_us[1],
         "complete_commands": complete_us[1],
+        "add_cpu_us": add[2],
+        "claim_cpu_us": claim_us[2],
+        "complete_cpu_us": complete_us[2],
     }
 
 

@@ -15,6 +15,9 @@ p90 and max, in ms:
   of the customer is looked at, within the per-call budget);
 - ``plan, page 1`` / ``plan, page 50``: a tag half the queue carries, the
   first page and the page the cursor reaches after 49 pages;
+- ``plan, state=dead (budget)``: that tag with a filter no job passes: the
+  worst case, one call looks at its whole budget (1,000 entries) and
+  returns an empty page with a cursor;
 - ``jobs(waiting) page 50``: a state listing by cursor, 50 pages deep.
 
 The memory the tag indexes take is reported per job (``used_memory`` of the
@@ -117,6 +120,7 @@ async def run(kind: str, jobs: int, customers: int, calls: int) -> dict[str, Any
                 ),
                 "customer, state=dead": lambda: q.find({"customer": customer()}, state="dead"),
                 "plan, page 1": lambda: q.find({"plan": "pro"}),
+                "plan, state=dead (budget)": lambda: q.find({"plan": "pro"}, state="dead"),
                 "plan, page 50": lambda: q.find({"plan": "pro"}, cursor=plan_cursor),
                 "jobs(waiting) page 50": lambda: q.jobs("waiting", cursor=list_cursor, count=50),
             }

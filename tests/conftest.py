@@ -21,6 +21,11 @@
   forward (it is shared by the session).
 - ``embedded``: an EmbeddedServer in a fresh temporary ECHOMQ_HOME, stopped
   after the test.
+- ``postgres`` (session): a private PostgreSQL cluster (tests/postgres.py:
+  Debian's binaries, initdb in a temporary directory, a free loopback port;
+  never the machine's own server); ``pg_url``: a fresh database on it for one
+  test (its SQLAlchemy url, psycopg 3). Skipped (failed with CI set) where
+  the binaries or psycopg are missing.
 
 The whole session runs with ECHOMQ_HOME pointing at a temporary directory and
 without ECHOMQ_URL, so no test can reach the user's real embedded server or a
@@ -48,7 +53,9 @@ from clock import frozen_server as start_frozen_server
 from echomq.connection import URL_ENV
 from echomq.embedded import HOME_ENV, EmbeddedServer
 from localcluster import STEADY_NODE_TIMEOUT_MS, LocalCluster, require_cluster_binaries
-from prerequisites import PREFIX
+from postgres import INSTALL as PG_INSTALL
+from postgres import PrivatePostgres, pg_bin
+from prerequisites import PREFIX, missing
 from servers import KINDS, PrivateServer, ServerFactory, ServerPool, require_server
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]+")
@@ -215,6 +222,32 @@ def embedded() -> Iterator[EmbeddedServer]:
             yield server
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PrivatePostgres]:
+    """The session's private PostgreSQL cluster, killed at the end."""
+    bin_dir = pg_bin()
+    if bin_dir is None:
+        missing("PostgreSQL's initdb and postgres", PG_INSTALL)
+    try:
+        import psycopg  # noqa: F401
+        import sqlalchemy  # noqa: F401
+    except ImportError:
+        missing("psycopg 3 and SQLAlchemy", "pip install -e '.[dev]'")
+    server = PrivatePostgres(bin_dir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres: PrivatePostgres, request: pytest.FixtureRequest) -> str:
+    """A fresh database on the session's PostgreSQL, for one test: its url."""
+    name = "t_" + secrets.token_hex(6)
+    return postgres.create_database(name)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

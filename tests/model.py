@@ -7,7 +7,10 @@ to be read rather than to be fast:
 - a lane per group (``None`` = the default lane) is a heap of
   ``(tier, arrival, id)``; composite arrival is a queue-wide counter taken when
   the job becomes waiting, mint arrival is the id itself (ids sort in mint
-  order);
+  order); in the aged ordering the heap holds ``(due + tier x age_step, id,
+  id)`` (ms), the due time being when it entered its lane (the server time of
+  an add, a dependency release or a ``retry_dead``; a delayed or retried job's
+  fire time), kept by a stall, a ``release`` and a ``change``;
 - the ring lists the lanes with waiting jobs; a lane joins its tail when it
   goes from empty to non-empty;
 - the head lane is served up to its weight in consecutive claims, or until it
@@ -76,6 +79,7 @@ is orphaned in turn, for the maintenance after that (one level per call).
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections import deque
@@ -83,9 +87,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 Group = str | None
-Ordering = Literal["composite", "mint"]
-#: a lane entry; heap order is claim order: tier, then arrival, then id
-Place = tuple[int, int | str, str]
+Ordering = Literal["composite", "mint", "aged"]
+#: a lane entry; heap order is claim order: tier, then arrival, then id (aged:
+#: due time + tier x age_step, then id, then id)
+Place = tuple[float, int | str, str]
 NEVER = math.inf
 #: most parked lanes one claim or maintenance call rechecks for their time
 #: (includes/controls.lua WAKE_BUDGET)
@@ -116,9 +121,14 @@ class OrderModel:
     """Waiting jobs of one queue and the order in which claims must return them."""
 
     def __init__(
-        self, ordering: Ordering = "composite", max_stalls: int = 1, max_attempts: int = 3
+        self,
+        ordering: Ordering = "composite",
+        max_stalls: int = 1,
+        max_attempts: int = 3,
+        age_step_ms: int = 60_000,
     ) -> None:
         self.ordering = ordering
+        self.age_step_ms = age_step_ms
         self.max_stalls = max_stalls
         self.max_attempts = max_attempts
         self.paused = False
@@ -164,6 +174,7 @@ class OrderModel:
         self.blocked: dict[str, set[str]] = {}  # blocked job -> dependencies not completed
         self.dependents: dict[str, list[str]] = {}  # job -> jobs added depending on it
         self.orphaned: list[str] = []  # died or removed with dependents: for maintenance
+        self.dependencies: dict[str, list[str]] = {}  # job added with depends_on -> them
 
     # -- operations --------------------------------------------------------
     def add(
@@ -172,7 +183,7 @@ class OrderModel:
         """A new job: waiting now, or delayed until ``fire_at`` (ms; ``NEVER`` for never)."""
         self.jobs[job_id] = ModelJob(tier, group, self.max_attempts)
         if fire_at is None:
-            self._enter_lane(job_id)
+            self._enter_lane(job_id)  # aged: due now (tell() the add's server time first)
         else:
             self.delayed[job_id] = fire_at
 
@@ -190,6 +201,7 @@ class OrderModel:
         refuses the add (the caller checks ``refused_dependency`` first)."""
         assert self.refused_dependency(depends_on) is None
         self.jobs[job_id] = ModelJob(tier, group, self.max_attempts, run_anyway=run_anyway)
+        self.dependencies[job_id] = list(depends_on)
         pending = {d for d in depends_on if d not in self.completed}
         if not pending:
             self._enter_lane(job_id)
@@ -225,15 +237,19 @@ class OrderModel:
             self.orphaned.append(job_id)
 
     def maintain(self, now: float = -NEVER, order: list[str] | None = None) -> int:
-        """A maintenance call (no expired leases in these examples: promote, then the
-        orphaned dependencies); returns its steps for blocked jobs (one per
-        orphaned dependency of each blocked job it meets: MaintenanceReport.released)."""
+        """A maintenance call (promote, return expired leases, then the orphaned
+        dependencies; then the lanes that got slots back, then the woken ones, are
+        rechecked); returns its steps for blocked jobs (one per orphaned
+        dependency of each blocked job it meets: MaintenanceReport.released)."""
         self.tell(now)
         woken = self._woken()
         self._promote(now)
+        # the orphans known before this call's leases are returned (the server
+        # plans its releases first): a job buried by this call waits for the next
+        orphaned, self.orphaned = self.orphaned, []
+        freed = self._reap(now)
         steps = 0
         released: set[str] = set()
-        orphaned, self.orphaned = self.orphaned, []
         for dep in orphaned:
             if dep in self.jobs and dep not in self.dead:
                 continue  # alive again (retry_dead): its dependents wait on
@@ -251,7 +267,7 @@ class OrderModel:
                     self.dead.add(job_id)
                     self._died(job_id)
         self._enter_released(released, order)
-        for group in woken:
+        for group in [*freed, *woken]:
             self._recheck(group)
         return steps
 
@@ -347,7 +363,11 @@ class OrderModel:
         lane = self.lanes[job.group]
         lane.remove(job.place)
         heapq.heapify(lane)
-        job.place = (tier, job.place[1], job_id)
+        if self.ordering == "aged":  # its due time kept
+            due = job.place[0] - job.tier * self.age_step_ms
+            job.place = (due + tier * self.age_step_ms, job_id, job_id)
+        else:
+            job.place = (tier, job.place[1], job_id)
         job.tier = tier
         if job.group == group:  # a new tier in the same lane: the ring is as it was
             heapq.heappush(lane, job.place)
@@ -476,15 +496,38 @@ class OrderModel:
         """Waiting jobs lane by lane in ring order, each lane in (tier, arrival) order."""
         return [place[2] for group in self.ring for place in sorted(self.lanes[group])]
 
+    def position(self, job_id: str) -> tuple[int, int]:
+        """(lane_ahead, queue_ahead) of a waiting job: its rank in its lane, and the
+        claims the rotation makes before it with no adds and no control binding
+        (a copy of the model, its controls lifted, claims one job at a time
+        until it is served)."""
+        job = self.jobs[job_id]
+        lane_ahead = sorted(self.lanes[job.group]).index(job.place)  # type: ignore[arg-type]
+        sim = copy.deepcopy(self)
+        sim.caps.clear()
+        sim.lane_paused.clear()
+        sim.rates.clear()
+        sim.throttled.clear()
+        queue_ahead = 0
+        while (got := sim._claim_one()) != job_id:
+            assert got is not None, f"{job_id} was never served"
+            queue_ahead += 1
+        return lane_ahead, queue_ahead
+
     def drain(self) -> list[str]:
         """Every waiting job in claim order (claims them all)."""
         return self.claim(len(self.jobs) + 1)
 
     # -- the rules -----------------------------------------------------------
-    def _enter_lane(self, job_id: str, *, fresh: bool = False) -> None:
-        """Into its lane: at its old place, or with a new arrival (first time, or ``fresh``)."""
+    def _enter_lane(self, job_id: str, *, fresh: bool = False, due: float | None = None) -> None:
+        """Into its lane: at its old place, or with a new arrival (first time, or ``fresh``).
+
+        Aged: a new place's key is ``due`` (default: now) + tier x age_step."""
         job = self.jobs[job_id]
-        if job.place is None or fresh:
+        if (job.place is None or fresh) and self.ordering == "aged":
+            key = (self.now if due is None else due) + job.tier * self.age_step_ms
+            job.place = (key, job_id, job_id)
+        elif job.place is None or fresh:
             self.counter += 1
             arrival: int | str = self.counter if self.ordering == "composite" else job_id
             job.place = (job.tier, arrival, job_id)
@@ -642,10 +685,10 @@ class OrderModel:
         return job_id
 
     def _promote(self, now: float) -> None:
-        for _, job_id in sorted((f, i) for i, f in self.delayed.items() if f <= now):
+        for fire, job_id in sorted((f, i) for i, f in self.delayed.items() if f <= now):
             del self.delayed[job_id]
             self.retrying.discard(job_id)
-            self._enter_lane(job_id, fresh=True)  # a retry comes due: a fresh arrival
+            self._enter_lane(job_id, fresh=True, due=fire)  # a retry comes due: a fresh arrival
 
     def _reap(self, now: float) -> list[Group]:
         """Expired leases back (or dead); returns the lanes that got slots back."""

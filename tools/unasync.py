@@ -10,8 +10,9 @@ a few names, the blocking one is generated. In the module, a region
 holds the twin of ``send_async`` (``AsyncSender.send`` names a method), made
 by token replacement (:data:`SUBSTITUTIONS`: ``async def`` → ``def``,
 ``await`` dropped, ``redis.asyncio.`` → ``redis.``, ``AsyncSender`` →
-``SyncSender``, a name's ``_async`` suffix dropped, …) and then formatted by
-``ruff format``. A line of the asyncio code that ends with
+``SyncSender``, a flow's per-loop state ``_LoopBell`` → ``SyncBell``, a
+name's ``_async`` suffix dropped, …) and then formatted by ``ruff format``.
+A line of the asyncio code that ends with
 ``# unasync: async only`` has no blocking twin. A ``# type: ignore`` that
 only the blocking side needs (redis-py's blocking client is partly untyped)
 is written ``# type: ignore[no-untyped-call, unused-ignore]``.
@@ -44,7 +45,11 @@ SUBSTITUTIONS: list[tuple[str, str]] = [
     (r"\bcontextlib\.asynccontextmanager\b", "contextlib.contextmanager"),
     (r"\bAsync(Iterator|Generator|Iterable)\b", r"\1"),
     (r"\bAsync(Execute|Load)\b", r"\1"),
-    (r"\bAsync(Client|Sender)\b", r"Sync\1"),
+    (r"\bAsync(Client|Sender|Bell|Waits)\b", r"Sync\1"),
+    # an asyncio flow keeps its state per event loop (``_LoopBell``); a blocking
+    # one is its own state (``SyncBell``)
+    (r"\b_Loop(\w+)\b", r"Sync\1"),
+    (r"\basyncio\.(Event|Semaphore)\b", r"threading.\1"),
     (r"\bNode\b", "SyncNode"),
     (r"\bon_async_client\b", "on_client"),
     (r"\baclose\b", "close"),

@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from echomq.control import RateLimited, Retry, Unrecoverable, current_job, current_queue
+from echomq.dedupe import Dedupe
 from echomq.errors import (
     DependencyFailed,
     EchoMQError,
@@ -31,7 +32,11 @@ from echomq.errors import (
 )
 from echomq.events import Event
 from echomq.job import Job, State
+from echomq.joblogs import LogLine
+from echomq.metrics import MetricPoint
 from echomq.options import Backoff
+from echomq.position import Position
+from echomq.registry import WorkerInfo
 from echomq.reports import LaneInfo, MaintenanceReport, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.sync import SyncQueue
@@ -45,6 +50,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backoff",
+    "Dedupe",
     "DependencyFailed",
     "EchoMQError",
     "Event",
@@ -66,12 +72,15 @@ __all__ = [
     "LaneFull",
     "LaneInfo",
     "LeaseLost",
+    "LogLine",
     "MaintenanceReport",
+    "MetricPoint",
     "Middleware",
     "NotReplicated",
     "OrderingMismatch",
     "PayloadError",
     "PoolTimeout",
+    "Position",
     "Queue",
     "QueueStats",
     "RateLimited",
@@ -86,6 +95,7 @@ __all__ = [
     "Unrecoverable",
     "WaitTimeout",
     "Worker",
+    "WorkerInfo",
     "__version__",
     "current_job",
     "current_queue",

@@ -21,7 +21,9 @@ The tree::
     ├── FormatTooNew           queue stored in a newer format than this client knows
     ├── ServerError            the server could not be started or reached
     ├── PoolTimeout            every connection of the queue's pool stayed in use too long
-    └── NotReplicated          a durable add was written but no replica acknowledged it in time
+    ├── NotReplicated          a durable add was written but no replica acknowledged it in time
+    └── OutboxError            the outbox table is missing or of another shape, or its
+                               database is not one the outbox supports (echomq.outbox)
 
 Each message names the offending value and the allowed range.
 """
@@ -134,6 +136,11 @@ class PoolTimeout(EchoMQError):
     """No connection of the queue's bounded pool came free in time (all
     ``max_connections`` were in use for ``connection.POOL_TIMEOUT`` seconds);
     the call was not sent."""
+
+
+class OutboxError(EchoMQError):
+    """The outbox table (echomq.outbox) is missing or has another shape than the
+    one ``Outbox.create_table`` makes, or its database is not PostgreSQL or SQLite."""
 
 
 class NotReplicated(EchoMQError):

@@ -23,6 +23,7 @@ from echomq.job import ms_to_datetime
 #: the kinds the scripts write, in lifecycle order (docs/lifecycle.md "Events").
 KINDS = (
     "added",
+    "deduplicated",
     "scheduled",
     "skipped",
     "unblocked",
@@ -58,6 +59,7 @@ _COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "rs": ("result_size", int),
     "nx": ("next_run", ms_to_datetime),
     "st": ("stalls", int),
+    "o": ("outcome", str),
 }
 #: the event fields an entry holds as JSON [offset, value, …] → Event attribute, decoder.
 _TEXTS: dict[str, tuple[str, Callable[[Any], Any]]] = {
@@ -91,7 +93,9 @@ class Event:
     ``error`` (retrying, dead; at most 200 bytes), ``result_size``
     (completed: bytes of the result JSON), ``next_run`` (added with a delay,
     retrying, released with a delay), ``stalls`` (stalled), ``progress``
-    (progress, when its JSON is at most 200 bytes).
+    (progress, when its JSON is at most 200 bytes), ``outcome``
+    (deduplicated: "dropped", "throttled" or "replaced"; ``job_id`` is then the
+    job that stands for the add, and ``next_run`` a debounced job's new run time).
     """
 
     kind: str
@@ -106,6 +110,7 @@ class Event:
     stalls: int | None = None
     progress: Any = None
     skipped: int | None = None
+    outcome: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The event as JSON-ready values (times as milliseconds since the epoch);
@@ -113,7 +118,7 @@ class Event:
         out: dict[str, Any] = {"id": self.id, "kind": self.kind, "job_id": self.job_id}
         out["group"] = self.group
         out["at"] = _ms(self.at)
-        for name in ("attempt", "error", "result_size", "stalls", "progress", "skipped"):
+        for name in ("attempt", "error", "result_size", "stalls", "progress", "skipped", "outcome"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from echomq.errors import EchoMQError, PayloadError
+from echomq.joblogs import JobLog, check_level
 from echomq.keys import group_of
 from echomq.options import DEFAULT_MAX_PAYLOAD, MAX_JSON_DEPTH
 
@@ -126,6 +127,19 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+def on_job_loop(
+    result: Any, loop: asyncio.AbstractEventLoop | None, timeout: float | None = None
+) -> Any:
+    """What a queue call made for a handler's job gives the caller: ``result`` as
+    it is when it is no coroutine (a SyncQueue's call), when the job has no
+    loop, or when this thread runs ``loop`` (an async handler awaits it);
+    else (a sync handler, on a worker thread) the coroutine run on ``loop``, the
+    worker's, waited for up to ``timeout`` seconds."""
+    if not inspect.iscoroutine(result) or loop is None or running_loop() is loop:
+        return result
+    return asyncio.run_coroutine_threadsafe(result, loop).result(timeout)
+
+
 #: how a worker stores a handler's progress report (Job.set_progress)
 ProgressSink = Callable[["Job", Any], Awaitable[None]]
 
@@ -163,6 +177,10 @@ class Job:
     fire_time: datetime | None = None  # that fire's time (server clock)
     tags: dict[str, str] | None = None  # add(tags=...): what find() finds it by
     batch: str | None = None  # the batch it is a child (or a callback) of
+    pending: int | None = None  # a blocked job's dependencies not completed yet
+    worker: str | None = None  # the id of the worker that ran its latest attempt
+    # set by the worker while a handler runs this job: the lines it logs (job.log)
+    _log: JobLog | None = field(default=None, repr=False, compare=False)
     # set by the worker while a handler runs this job (see set_progress)
     _progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
     # the Queue (or SyncQueue) whose claim returned this job, and the event loop
@@ -187,12 +205,7 @@ class Job:
         """The results of the jobs this job depends on (``queue.dependency_results``
         on the queue it runs on). An async handler awaits it; a sync handler, on a
         worker thread, calls it plainly and gets the dict."""
-        queue = self.queue
-        result = queue.dependency_results(self.id)
-        loop = self._loop
-        if not inspect.iscoroutine(result) or loop is None or running_loop() is loop:
-            return result
-        return asyncio.run_coroutine_threadsafe(result, loop).result()  # a worker thread
+        return on_job_loop(self.queue.dependency_results(self.id), self._loop)
 
     def set_progress(self, value: Any) -> Awaitable[None]:
         """Report progress from inside a handler; ``get(id).progress`` shows it.
@@ -205,6 +218,29 @@ class Job:
         if self._progress_sink is None:
             raise EchoMQError(f"job {self.id}: set_progress works only inside a worker's handler")
         return self._progress_sink(self, value)
+
+    def log(self, message: str, level: str | int = "INFO") -> None:
+        """Add a line to this job's log (``q.logs(job.id)``, ``echomq logs``) from
+        inside a handler; it is sent with the worker's next heartbeat or the
+        job's outcome. ``level`` a ``logging`` level name or number (a line
+        below the worker's ``job_log_level`` is kept all the same: it was asked
+        for). Outside a worker's handler it raises EchoMQError."""
+        name = check_level(level)
+        if not isinstance(message, str):
+            raise EchoMQError(f"job.log takes a str message, not {type(message).__name__}")
+        if self._log is None:
+            raise EchoMQError(f"job {self.id}: job.log works only inside a worker's handler")
+        self._log.add(name, message)
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds its latest attempt ran, from its claim to its finish (server
+        clock); None while it runs or when it never ran."""
+        if self.claimed_at is None or self.finished_at is None:
+            return None
+        if self.state not in (State.COMPLETED, State.DEAD) or self.finished_at < self.claimed_at:
+            return None
+        return (self.finished_at - self.claimed_at).total_seconds()
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[str, str]) -> Job:
@@ -244,6 +280,8 @@ class Job:
             fire_time=ms_to_datetime(get("sf")),
             tags=decode_payload(get("tg")),
             batch=(get("b") or "").lstrip("^") or None,
+            pending=_int(get("dp")) if "dp" in h else None,
+            worker=get("w") or None,
         )
 
     @classmethod

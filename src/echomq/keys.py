@@ -252,6 +252,26 @@ class QueueKeys:
         creation time (ms); gone with its last job (echomq.tags)."""
         return self._part(f"tag:{key}={value}")
 
+    def log(self, job_id: str) -> str:
+        """list: the job's log lines, oldest first (includes/logs.lua); gone with its job."""
+        return self._part("log:" + job_id)
+
+    @property
+    def workers(self) -> str:
+        """zset: the ids of the running workers, scored by when their entry expires
+        (ms): three heartbeats after the last (includes/workers.lua)."""
+        return self._part("workers")
+
+    def worker(self, worker_id: str) -> str:
+        """hash: what a running worker told (i), when it started (st) and last beat
+        (se); expires three heartbeats after its last beat."""
+        return self._part("worker:" + worker_id)
+
+    def metrics(self, minute: int) -> str:
+        """hash: the metrics of one minute (ms // 60000, server clock), a field per job
+        name (includes/metrics.lua); expires 72 hours after the minute began."""
+        return self._part(f"metrics:{minute}")
+
     def stop_bell(self, worker_id: str) -> str:
         """list: pushed once by a stopping worker to end its own doorbell wait
         (client-side only; it lives for seconds at most)."""

@@ -85,6 +85,11 @@ def check_throttle(seconds: object) -> int:
     return max(1, math.ceil(value * 1000))
 
 
+def _int_or_lift(what: str, value: object, low: int, high: int) -> str:
+    """A control's stored text: the checked integer, or "" (lift it) for None."""
+    return "" if value is None else str(check_int(what, value, low, high))
+
+
 def encode_controls(
     *,
     weight: int | Unset | None,
@@ -99,12 +104,7 @@ def encode_controls(
     if weight is not UNSET:
         out += ["w", "" if weight is None else str(check_weight(weight))]
     if concurrency is not UNSET:
-        value = (
-            ""
-            if concurrency is None
-            else str(check_int("concurrency", concurrency, 1, MAX_CONCURRENCY))
-        )
-        out += ["c", value]
+        out += ["c", _int_or_lift("concurrency", concurrency, 1, MAX_CONCURRENCY)]
     if rate is not UNSET:
         if rate is None:
             out += ["r", ""]
@@ -116,12 +116,7 @@ def encode_controls(
             raise InvalidOption(f"paused {paused!r} must be True or False")
         out += ["p", "1" if paused else ""]
     if max_waiting is not UNSET:
-        value = (
-            ""
-            if max_waiting is None
-            else str(check_int("max_waiting", max_waiting, 0, MAX_WAITING_LIMIT))
-        )
-        out += ["m", value]
+        out += ["m", _int_or_lift("max_waiting", max_waiting, 0, MAX_WAITING_LIMIT)]
     if throttle is not UNSET:
         # None lifts a throttle in force at once; seconds throttle as ``throttle()``
         out += ["t", "" if throttle is None else str(check_throttle(throttle))]

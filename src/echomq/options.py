@@ -19,8 +19,8 @@ from typing import Literal, TypedDict
 
 from echomq.errors import InvalidDelay, InvalidOption, InvalidWeight
 
-Ordering = Literal["composite", "mint"]
-ORDERINGS: tuple[str, ...] = ("composite", "mint")
+Ordering = Literal["composite", "mint", "aged"]
+ORDERINGS: tuple[str, ...] = ("composite", "mint", "aged")
 
 MAX_WEIGHT = 1000
 MAX_CLAIM = 10_000
@@ -76,6 +76,13 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
     (
         "idempotency key",
         f"a string of 1 … {MAX_KEY_LENGTH} characters, valid UTF-8",
+        "InvalidOption",
+    ),
+    (
+        "dedupe (`Dedupe`)",
+        "mode drop, throttle, debounce or latest; window seconds > 0 and ≤ "
+        f"{MAX_DELAY:,.0f}, finite (throttle and debounce need one, latest takes none); "
+        "max_wait ≥ window, debounce only; not with key=",
         "InvalidOption",
     ),
     ("priority (tier)", "an integer 0 … 2,097,151 (2^21 − 1)", "InvalidPriority"),

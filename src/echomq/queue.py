@@ -80,10 +80,12 @@ class Queue(QueueShell[AsyncSender]):
 
     add_many = sends_async(Engine.add_many)
 
-    async def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Claimed:
+    async def claim(
+        self, n: int = 1, lease: float = DEFAULT_LEASE, *, worker: str | None = None
+    ) -> Claimed:
         """Lease up to ``n`` waiting jobs for ``lease`` seconds (Engine.claim); each
         knows this queue (``job.queue``)."""
-        return self._own(await self.sender.send(self.engine.claim(n, lease)))
+        return self._own(await self.sender.send(self.engine.claim(n, lease, worker=worker)))
 
     def _own(self, jobs: Claimed) -> Claimed:
         loop = asyncio.get_running_loop()
@@ -153,6 +155,8 @@ class Queue(QueueShell[AsyncSender]):
         return page
 
     find = sends_async(Engine.find)
+    names = sends_async(Engine.names)
+    job_events = sends_async(Engine.job_events)
     dead = sends_async(Engine.dead)
     retry_dead = sends_steps_async(Engine.retry_dead)
     purge_dead = sends_async(Engine.purge_dead)
@@ -163,6 +167,7 @@ class Queue(QueueShell[AsyncSender]):
     weights = sends_async(Engine.weights)
     lanes = sends_steps_async(Engine.lanes)
     waiting_tiers = sends_async(Engine.waiting_tiers)
+    position = sends_async(Engine.position)
     stats = sends_steps_async(Engine.stats)
     pause = sends_async(Engine.pause)
     resume = sends_async(Engine.resume)
@@ -179,6 +184,11 @@ class Queue(QueueShell[AsyncSender]):
     dependency_results = sends_async(Engine.dependency_results)
     dependents = sends_async(Engine.dependents)
     read_events = sends_async(Engine.read_events)
+    logs = sends_async(Engine.logs)
+    workers = sends_async(Engine.workers)
+    worker_beat = sends_async(Engine.worker_beat)
+    metrics = sends_async(Engine.metrics)
+    oldest_waiting = sends_async(Engine.oldest_waiting)
 
     def events(self, after: str | None = None) -> AsyncIterator[Event]:
         """The queue's events as they happen (``async for event in q.events()``):
@@ -261,12 +271,14 @@ class Queue(QueueShell[AsyncSender]):
         self, worker_id: str, timeout: float, n: int, lease: float
     ) -> tuple[Wake, Claimed]:
         """Block up to ``timeout`` seconds on the doorbell and worker ``worker_id``'s
-        stop bell, then claim up to ``n`` jobs (one round trip on a single server):
+        stop bell, then claim up to ``n`` jobs for that worker (one round trip on a
+        single server):
         what woke the wait (None: the timeout), and the claimed jobs (with
         ``retry_in`` when none could be claimed yet: engine.Claimed)."""
         await self.client()
         wait = self.engine.wait_for_ring(worker_id, timeout, self.sender.longest_block())
-        woke, jobs = await self.sender.send_after(wait, self.engine.claim(n, lease))
+        claim = self.engine.claim(n, lease, worker=worker_id)
+        woke, jobs = await self.sender.send_after(wait, claim)
         return woke, self._own(jobs)
 
     @property

@@ -45,6 +45,8 @@ class Settings(TypedDict, total=False):
     event_stream_length: int | None
     concurrency: int | None
     rate: tuple[int, float] | None
+    age_step: float | None
+    metrics: bool | None
 
 
 #: the settings ``configure`` accepts, in the order ``settings()`` and the CLI show them.
@@ -62,7 +64,14 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "event_stream_length": ("event_stream_length",),
     "concurrency": ("concurrency",),
     "rate": ("rate_max", "rate_per_ms"),
+    "age_step": ("age_step_ms",),
+    "metrics": ("metrics",),
 }
+
+#: seconds a tier adds to an aged key when no age_step is stored (docs/ordering.md).
+DEFAULT_AGE_STEP = 60.0
+#: the largest age_step: a day (so tier x age_step stays far below 2^53 ms).
+MAX_AGE_STEP = 86_400.0
 
 
 def _ms(seconds: float) -> str:
@@ -95,16 +104,40 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
+def check_age_step(value: object) -> int:
+    """``age_step`` in whole milliseconds (1 ms … a day), else InvalidOption."""
+    ok = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+        and value <= MAX_AGE_STEP
+        and round(value * 1000) >= 1
+    )
+    if not ok:
+        raise InvalidOption(
+            f"age_step {value!r:.80} is out of range; allowed seconds > 0 (at least 0.001)"
+            f" and <= {MAX_AGE_STEP:.0f} (a day)"
+        )
+    return round(float(value) * 1000)  # type: ignore[arg-type]
+
+
 def _encode_one(name: str, value: object) -> list[str]:
     """The stored field values of one setting (checked), in FIELDS[name] order."""
     if name in INT_RANGES:
         return [str(check_int(name, value, *INT_RANGES[name]))]
     if name in ("keep_completed_age", "keep_dead_age"):
         return [_ms(_seconds(name, value))]
+    if name == "age_step":
+        return [str(check_age_step(value))]
     if name == "backoff":
         if not isinstance(value, Backoff):
             raise InvalidOption(f"backoff {value!r:.80} must be an echomq.Backoff (or None)")
         return [_ms(value.base), repr(float(value.factor)), _ms(value.cap), repr(value.jitter)]
+    if name == "metrics":
+        if not isinstance(value, bool):
+            raise InvalidOption(f"metrics {value!r:.80} must be True or False (or None)")
+        return ["1" if value else "0"]
     assert name == "rate", name
     most, per_ms = check_rate(value)  # the one rate check, a lane's too
     return [str(most), str(per_ms)]
@@ -137,7 +170,7 @@ def decode(stored: Mapping[str, str]) -> dict[str, Any]:
         if not all(field in stored for field in fields):
             continue
         raw = [stored[field] for field in fields]
-        if name.endswith("_age"):
+        if name.endswith("_age") or name == "age_step":
             out[name] = int(raw[0]) / 1000
         elif name == "backoff":
             out[name] = Backoff(
@@ -148,6 +181,8 @@ def decode(stored: Mapping[str, str]) -> dict[str, Any]:
             )
         elif name == "rate":
             out[name] = (int(raw[0]), int(raw[1]) / 1000)
+        elif name == "metrics":
+            out[name] = raw[0] == "1"
         else:
             out[name] = int(raw[0])
     return out
@@ -167,4 +202,6 @@ def defaults(options: QueueOptions) -> dict[str, Any]:
         "event_stream_length": DEFAULT_EVENT_STREAM_LENGTH,
         "concurrency": None,
         "rate": None,
+        "age_step": DEFAULT_AGE_STEP,
+        "metrics": False,
     }

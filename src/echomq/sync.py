@@ -44,10 +44,12 @@ class SyncQueue(QueueShell[SyncSender]):
     add = sends(Engine.add)
     add_many = sends(Engine.add_many)
 
-    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Claimed:
+    def claim(
+        self, n: int = 1, lease: float = DEFAULT_LEASE, *, worker: str | None = None
+    ) -> Claimed:
         """Lease up to ``n`` waiting jobs for ``lease`` seconds (Engine.claim); each
         knows this queue (``job.queue``)."""
-        jobs = self.sender.send(self.engine.claim(n, lease))
+        jobs = self.sender.send(self.engine.claim(n, lease, worker=worker))
         for job in jobs:
             job._queue = self
         return jobs
@@ -92,6 +94,8 @@ class SyncQueue(QueueShell[SyncSender]):
         return page
 
     find = sends(Engine.find)
+    names = sends(Engine.names)
+    job_events = sends(Engine.job_events)
     dead = sends(Engine.dead)
     retry_dead = sends_steps(Engine.retry_dead)
     purge_dead = sends(Engine.purge_dead)
@@ -102,6 +106,7 @@ class SyncQueue(QueueShell[SyncSender]):
     weights = sends(Engine.weights)
     lanes = sends_steps(Engine.lanes)
     waiting_tiers = sends(Engine.waiting_tiers)
+    position = sends(Engine.position)
     stats = sends_steps(Engine.stats)
     pause = sends(Engine.pause)
     resume = sends(Engine.resume)
@@ -116,6 +121,11 @@ class SyncQueue(QueueShell[SyncSender]):
     dependency_results = sends(Engine.dependency_results)
     dependents = sends(Engine.dependents)
     read_events = sends(Engine.read_events)
+    logs = sends(Engine.logs)
+    workers = sends(Engine.workers)
+    worker_beat = sends(Engine.worker_beat)
+    metrics = sends(Engine.metrics)
+    oldest_waiting = sends(Engine.oldest_waiting)
 
     def events(self, after: str | None = None) -> Iterator[Event]:
         """The queue's events as they happen (a blocking iterator): from now on, or

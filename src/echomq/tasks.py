@@ -24,7 +24,6 @@ The worker side (how a task's options reach its runs) is
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,8 +41,9 @@ from typing import (
 )
 
 from echomq.control import Unrecoverable, running_job
+from echomq.dedupe import Dedupe, as_dedupe
 from echomq.errors import EchoMQError, InvalidOption
-from echomq.job import Job, running_loop
+from echomq.job import Job, on_job_loop, running_loop
 from echomq.options import (
     MAX_ATTEMPTS,
     MAX_DELAY,
@@ -68,6 +68,8 @@ PriorityRule = int | Callable[..., int]
 GroupRule = str | None | Callable[..., str | None]
 #: a task's tags: a dict, or a function of the call's arguments giving one
 TagsRule = Mapping[str, str] | Callable[..., Mapping[str, str] | None]
+#: a task's deduplication: a Dedupe, or a function of the call's arguments giving one
+DedupeRule = Dedupe | Callable[..., Dedupe | None]
 
 #: functions returning headers to add to every enqueued job (echomq.otel adds one).
 header_sources: list[Callable[[], Mapping[str, str]]] = []
@@ -89,21 +91,10 @@ class TaskQueue(Protocol):
         self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
     ) -> Coroutine[Any, Any, list[str]]: ...
 
-    def schedule(
-        self,
-        schedule_id: str,
-        *,
-        cron: str | None = None,
-        every: float | None = None,
-        name: str,
-        data: Any = None,
-        priority: int = 0,
-        group: str | None = None,
-        tz: str = "UTC",
-        max_attempts: int | None = None,
-        skip_if_running: bool = False,
-        catch_up: bool = True,
-    ) -> Coroutine[Any, Any, datetime | None]: ...
+    @property
+    def schedule(self) -> Callable[..., Coroutine[Any, Any, datetime | None]]:
+        """``Queue.schedule``: its keywords are Engine.schedule's."""
+        ...
 
     def blocking(self) -> SyncTaskQueue: ...
 
@@ -122,21 +113,10 @@ class SyncTaskQueue(Protocol):
         self, items: Iterable[Mapping[str, Any]], *, durable: bool | None = None
     ) -> list[str]: ...
 
-    def schedule(
-        self,
-        schedule_id: str,
-        *,
-        cron: str | None = None,
-        every: float | None = None,
-        name: str,
-        data: Any = None,
-        priority: int = 0,
-        group: str | None = None,
-        tz: str = "UTC",
-        max_attempts: int | None = None,
-        skip_if_running: bool = False,
-        catch_up: bool = True,
-    ) -> datetime | None: ...
+    @property
+    def schedule(self) -> Callable[..., datetime | None]:
+        """``SyncQueue.schedule``: its keywords are Engine.schedule's."""
+        ...
 
 
 class CallOptions(TypedDict, total=False):
@@ -153,6 +133,7 @@ class CallOptions(TypedDict, total=False):
     depends_on: Sequence[str] | None
     on_dependency_failure: Literal["dead", "run"] | None
     tags: Mapping[str, str] | None
+    dedupe: Dedupe | None
     batch: str | None
 
 
@@ -173,6 +154,7 @@ class TaskOptions:
     expires: float | None = None
     isolation: Isolation = "thread"
     tags: TagsRule | None = None
+    dedupe: DedupeRule | None = None
 
     def __post_init__(self) -> None:
         check_job_name(self.name)
@@ -188,6 +170,8 @@ class TaskOptions:
             raise InvalidOption(f"isolation {self.isolation!r} is not one of thread, process")
         if self.tags is not None and not callable(self.tags):
             check_tags(self.tags)
+        if self.dedupe is not None and not callable(self.dedupe):
+            as_dedupe(self.dedupe)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,10 +279,15 @@ class BaseTask(Generic[P, R]):
         return item
 
     def _ruled(self, bound: inspect.BoundArguments, call: CallOptions) -> dict[str, Any]:
-        """The task's priority, group and tags for one call (a rule is a function of
+        """The task's priority, group, tags and dedupe for one call (a rule is a function of
         the call's arguments); what the call gives itself wins."""
         opts = self.options
-        rules = {"priority": opts.priority, "group": opts.group, "tags": opts.tags}
+        rules = {
+            "priority": opts.priority,
+            "group": opts.group,
+            "tags": opts.tags,
+            "dedupe": opts.dedupe,
+        }
         if any(callable(rule) for rule in rules.values()):
             bound.apply_defaults()  # a rule gets every parameter, defaults filled in
         out: dict[str, Any] = {}
@@ -306,7 +295,7 @@ class BaseTask(Generic[P, R]):
             if option in call or rule is None:
                 continue
             value = rule(*bound.args, **bound.kwargs) if callable(rule) else rule
-            if value is not None or option != "tags":  # tags: None means none
+            if value is not None or option not in ("tags", "dedupe"):  # None means none
                 out[option] = value
         return out
 
@@ -468,14 +457,12 @@ class Enqueuer(Generic[P]):
 def _need_loop(name: str, method: str) -> None:
     """Refuse an async enqueue where no event loop runs: its coroutine could never
     be awaited there, and no job would be added (only a warning at collection)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if running_loop() is None:
         raise EchoMQError(
             f"{name}.{method}(...) is a coroutine and no event loop runs here: in async "
             f"code await it; from blocking code call {method}_sync(...) "
             "(or make the task on a SyncQueue)"
-        ) from None
+        )
 
 
 def _add_blocking(task: Task[Any, Any], item: dict[str, Any]) -> str:
@@ -489,8 +476,7 @@ def _add_blocking(task: Task[Any, Any], item: dict[str, Any]) -> str:
                 f"{task.name}.enqueue_sync(...) would block the worker's event loop: "
                 f"await {task.name}.enqueue(...) in an async handler"
             )
-        added: str = asyncio.run_coroutine_threadsafe(target.add(**item), job._loop).result()
-        return added
+        return str(on_job_loop(target.add(**item), job._loop))
     if loop is not None:
         raise EchoMQError(
             f"{task.name}.enqueue_sync(...) blocks, and an event loop runs in this thread: "
@@ -591,7 +577,7 @@ def _add_from_sync_task(task: SyncTask[Any, Any], item: dict[str, Any]) -> str:
             f"{task.name}.enqueue(...) blocks, and it was called on the event loop of the "
             "queue its job runs on: make the task async, or call it from a sync handler"
         )
-    return str(asyncio.run_coroutine_threadsafe(added, loop).result())
+    return str(on_job_loop(added, loop))
 
 
 class TaskSettings(TypedDict, total=False):
@@ -606,6 +592,7 @@ class TaskSettings(TypedDict, total=False):
     expires: float | None
     isolation: Isolation
     tags: TagsRule | None
+    dedupe: DedupeRule | None
 
 
 def task_options(fn: Callable[..., Any], settings: TaskSettings) -> TaskOptions:

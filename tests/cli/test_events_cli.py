@@ -88,3 +88,14 @@ def test_events_follow_prints_new_events_until_interrupted(
 def test_a_bad_event_id_is_a_one_line_error(cli: RunCli) -> None:
     line = one_line_error(cli("events", "--after", "job_x"))
     assert "event id" in line and "job_x" in line
+
+
+def test_a_deduplicated_event_names_its_outcome(cli: RunCli, sq: SyncQueue) -> None:
+    first = sq.add("a", key="k")
+    assert sq.add("a", key="k") == first
+    rows = [json.loads(line) for line in cli("events", "--json").stdout.splitlines()]
+    assert [(r["kind"], r["job_id"], r.get("outcome")) for r in rows] == [
+        ("added", first, None),
+        ("deduplicated", first, "dropped"),
+    ]
+    assert "outcome=dropped" in cli("events").stdout

@@ -141,3 +141,19 @@ def test_inspect_shows_the_handlers_frames_first(cli: RunCli, sq: SyncQueue) -> 
     assert full_frames[-2:] == frames
     stored = json.loads(cli("inspect", job_id, "--json").stdout)["traceback"]
     assert "echomq/worker/executor.py" in stored  # JSON keeps it whole
+
+
+def test_add_with_a_dedupe_mode(cli: RunCli, sq: SyncQueue) -> None:
+    args = ("add", "reindex", "--key", "shop-7", "--dedupe", "debounce", "--window", "60")
+    first = cli(*args, "--data", '{"v": 1}').stdout.strip()
+    again = cli(*args, "--data", '{"v": 2}', "--max-wait", "120").stdout.strip()
+    assert first == again
+    job = sq.get(first)
+    assert job is not None and job.state is State.DELAYED and job.data == {"v": 2}
+
+
+def test_add_dedupe_errors_are_one_line(cli: RunCli) -> None:
+    proc = cli("add", "j", "--dedupe", "throttle")
+    assert proc.returncode == 1 and "need --key" in one_line_error(proc)
+    proc = cli("add", "j", "--key", "k", "--dedupe", "debounce", "--window", "5", "--max-wait", "1")
+    assert proc.returncode == 1 and "max_wait >= window" in one_line_error(proc)

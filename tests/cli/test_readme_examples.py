@@ -63,6 +63,7 @@ def test_the_examples_run_in_sequence(tmp_path: Path, server_factory: ServerFact
         assert done.returncode == 0, (name, done.stdout, done.stderr)
         outputs[name] = done.stdout
     assert outputs["use_tasks.py"].strip() == "{'sent_to': 42}"
+    assert outputs["outbox.py"].strip() == "1 row(s) relayed"  # docs/outbox.md
     with SyncQueue("mail", server.url) as mail:
         waiting = mail.jobs(State.WAITING, group="acme", count=1000)
         # the blocking example's 90 unclaimed jobs: the tasks example's worker

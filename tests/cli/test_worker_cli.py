@@ -31,7 +31,14 @@ def boom(job):
     raise RuntimeError("boom from the handler")
 
 
-handlers = {"echo": echo, "boom": boom}
+def chatty(job):
+    import logging
+
+    logging.getLogger("cli_tasks").info("info %s", job.data)
+    logging.getLogger("cli_tasks").debug("debug %s", job.data)
+
+
+handlers = {"echo": echo, "boom": boom, "chatty": chatty}
 
 
 def factory(queue):
@@ -327,3 +334,18 @@ def test_worker_help_says_handlers_may_be_a_list_of_tasks(cli: RunCli) -> None:
     text = " ".join(out.stdout.split())
     assert "HANDLERS is a list of tasks" in text and "the queue(s) the tasks are bound to" in text
     assert "--quiet-jobs" in text
+
+
+@pytest.mark.parametrize(("level", "kept"), [("", ["info 1"]), ("debug", ["info 1", "debug 1"])])
+def test_job_log_level_picks_the_records_a_job_keeps(
+    start_worker: Callable[..., subprocess.Popen[str]], sq: SyncQueue, level: str, kept: list[str]
+) -> None:
+    args = ["--job-log-level", level] if level else []
+    proc = start_worker("cli_tasks:handlers", *args)
+    job_id = sq.add("chatty", 1)
+    wait_for(lambda: completed(sq) == 1, 20, "the job to complete")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+    assert [line.message for line in sq.logs(job_id)] == kept
+    [worker_id] = {job.worker for job in sq.jobs("completed")}
+    assert worker_id is not None and sq.workers() == []  # it left as it stopped

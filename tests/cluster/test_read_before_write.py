@@ -34,10 +34,12 @@ import pytest
 import redis
 
 from clock import wait_past
-from echomq import SyncQueue, ids
+from echomq import Dedupe, SyncQueue, ids
 from echomq.batches import SyncBatch
 from echomq.call import Call
 from echomq.job import Job
+from echomq.joblogs import JobLog
+from echomq.registry import info_text
 from echomq.scripts import all_scripts, budget
 from echomq.scripts.library import READ_ONLY
 from keyspace import give_unwritten_fixed_keys
@@ -414,6 +416,119 @@ def _batch_done_moved(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.batch_done(batch.id, 0, 5.0), b.q.engine.keys.batch(batch.id)
 
 
+def _run_first_of_lane_z(b: Busy, rule: Dedupe) -> str:
+    """Lease a job of ``rule`` at the head of lane z (its turn goes on: the turn
+    hash is stored); its id."""
+    _lease_every_waiting_job(b)
+    b.q.set_weight("z", 5)
+    running = b.q.add("x", group="z", dedupe=rule)
+    b.q.add_many([{"name": "z", "group": "z"} for _ in range(3)])
+    b.active += b.q.claim(1, 30.0)
+    assert b.active[-1].id == running
+    return running
+
+
+def _add_latest(b: Busy) -> tuple[Call[Any], str]:
+    """A latest add while the key's job runs holds a new job behind it: the running
+    job gets field dn (it has dependents), and its hash moved."""
+    rule = Dedupe("latest", "latest")
+    running = _run_first_of_lane_z(b, rule)
+    return b.q.engine.add("x", {"v": 2}, dedupe=rule), _job_key(b, running)
+
+
+def _add_debounce(b: Busy) -> tuple[Call[Any], str]:
+    """A debounce add replaces the delayed job's data and run time: its hash moved."""
+    rule = Dedupe("debounce", "debounce", window=3600)
+    pending = b.q.add("x", {"v": 1}, dedupe=rule)
+    return b.q.engine.add("x", {"v": 2}, dedupe=rule), _job_key(b, pending)
+
+
+def _remove_latest(b: Busy) -> tuple[Call[Any], str]:
+    """Removing the job held behind a running one hands the key back to the running
+    one: the key's record moved."""
+    rule = Dedupe("held", "latest")
+    _run_first_of_lane_z(b, rule)
+    behind = b.q.add("x", dedupe=rule)
+    return b.q.engine.remove(behind), b.q.engine.keys.idem("held")
+
+
+def _logged(b: Busy, job: Job) -> str:
+    """Give the running ``job`` a log on the server (a heartbeat carried its first
+    line) and one more line waiting: the next call for it appends to its log
+    (includes/logs.lua). Returns the log's key."""
+    job._log = JobLog(job.attempts)
+    job.log("first")
+    b.q.extend_many([job], 30.0)
+    job.log("second")
+    return b.q.engine.keys.log(job.id)
+
+
+def _complete_logged(b: Busy) -> tuple[Call[Any], str]:
+    """Completing a job appends its last lines to its log: the log moved."""
+    log = _logged(b, b.active[0])
+    return b.q.engine.complete_many([(b.active[0], 1)]), log
+
+
+def _extend_logged(b: Busy) -> tuple[Call[Any], str]:
+    """A heartbeat appends a job's lines to its log: the log moved."""
+    log = _logged(b, b.active[1])
+    return b.q.engine.extend_many(b.active[:2], 30.0), log
+
+
+def _fail_logged(b: Busy) -> tuple[Call[Any], str]:
+    log = _logged(b, b.active[0])
+    return b.q.engine.fail(b.active[0], "boom", retry_delay=60), log
+
+
+def _release_logged(b: Busy) -> tuple[Call[Any], str]:
+    log = _logged(b, b.active[0])
+    return b.q.engine.release(b.active[0]), log
+
+
+def _remove_logged(b: Busy) -> tuple[Call[Any], str]:
+    """Removing a job deletes its log: the log moved."""
+    log = _logged(b, b.active[0])
+    return b.q.engine.remove(b.active[0].id), log
+
+
+def _prune_logged(b: Busy) -> tuple[Call[Any], str]:
+    """Maintenance prunes a completed job with a log, which it deletes: the log moved."""
+    job = b.active[0]
+    log = _logged(b, job)
+    b.q.complete(job, 1)
+    b.active.remove(job)
+    b.q.configure(keep_completed=0)
+    return b.q.engine.maintain(), log
+
+
+def _metrics_minute(b: Busy) -> str:
+    """Metrics on, and this minute's hash written (a completion counted in it)."""
+    b.q.configure(metrics=True)
+    job = b.active.pop()
+    b.q.complete(job, 1)
+    [point] = b.q.metrics()
+    return b.q.engine.keys.metrics(int(point.minute.timestamp()) // 60)
+
+
+def _complete_counted(b: Busy) -> tuple[Call[Any], str]:
+    """A completion counts the job in the minute's metrics hash: it moved."""
+    key = _metrics_minute(b)
+    return b.q.engine.complete_many([(b.active[0], 1)]), key
+
+
+def _fail_counted(b: Busy) -> tuple[Call[Any], str]:
+    key = _metrics_minute(b)
+    return b.q.engine.fail(b.active[0], "boom", retry_delay=60), key
+
+
+def _beat(b: Busy, moved: str) -> tuple[Call[Any], str]:
+    """A worker's beat refreshes its registry hash and index entry (includes/workers.lua)."""
+    info = info_text("host", 1, [b.q.name], 2, [])
+    b.q.worker_beat("w1", 30.0, info)
+    keys = b.q.engine.keys
+    return b.q.engine.worker_beat("w1", 30.0, info), keys.workers if moved else keys.worker("w1")
+
+
 #: scenario -> (the script it sends, how to make the call and which key to move)
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "claim_queue_rate": ("claim", _queue_rate),
@@ -434,8 +549,21 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "fail_last_child": ("fail", _fail_last_child),
     "cancel_batch": ("cancelBatch", _cancel_moved_batch),
     "batch_done": ("batchDone", _batch_done_moved),
+    "add_latest": ("add", _add_latest),
+    "add_debounce": ("add", _add_debounce),
+    "remove_latest": ("remove", _remove_latest),
     "remove_tagged": ("remove", _remove_from_moved_tag),
     "maintain_tagged": ("maintain", _prune_from_moved_tag),
+    "complete_logged": ("completeMany", _complete_logged),
+    "extend_many_logged": ("extendMany", _extend_logged),
+    "fail_logged": ("fail", _fail_logged),
+    "release_logged": ("release", _release_logged),
+    "remove_logged": ("remove", _remove_logged),
+    "maintain_logged": ("maintain", _prune_logged),
+    "complete_counted": ("completeMany", _complete_counted),
+    "fail_counted": ("fail", _fail_counted),
+    "worker_beat": ("workerBeat", lambda b: _beat(b, "")),
+    "worker_beat_index": ("workerBeat", lambda b: _beat(b, "index")),
     # a new job's hash is not on the source while the slot migrates
     "add": ("add", lambda b: (b.q.engine.add_many([{"name": "x", "group": "a"}]), "")),
     # the job would join lane a: it moved

@@ -86,3 +86,28 @@ def starts_a_worker(url: str) -> None:
     def nothing(job: object) -> None: ...
 
     asyncio.run(Worker(Queue("nested-worker", url), {"nothing": nothing}).run())
+
+
+@tasks.task(isolation="process", timeout=60)
+def logs_in_process(who: str, rounds: int, gate: str) -> str:
+    """Logs ``rounds`` lines naming ``who`` (job.log and logging, from the task and
+    from a thread it starts), each round once the other job's process has
+    started logging too (files in ``gate``), so two such jobs log side by side."""
+    import logging
+    import threading
+
+    job, gate_dir = current_job(), Path(gate)
+    (gate_dir / who).write_text("up")
+    deadline = time.monotonic() + 30
+    while len(list(gate_dir.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    logger = logging.getLogger("isolated.app")
+    for i in range(rounds):
+        job.log(f"{who} says {i}")
+        logger.info("%s logs %d", who, i)
+        logger.debug("%s debug %d (below the level)", who, i)
+        time.sleep(0.005)
+    worker_thread = threading.Thread(target=lambda: logger.warning("%s from a thread", who))
+    worker_thread.start()
+    worker_thread.join()
+    return who

@@ -12,6 +12,7 @@ from datetime import datetime
 from hypothesis import HealthCheck, settings
 
 from echomq import SyncQueue
+from echomq.events import Event
 from echomq.options import Ordering
 
 CI = bool(os.environ.get("CI")) or os.environ.get("HYPOTHESIS_PROFILE") == "ci"
@@ -26,6 +27,9 @@ settings.register_profile(
 )
 PROFILE = settings.get_profile("order-model")
 
+#: the orderings the real-clock lockstep tests run every example under; the aged
+#: one needs each call's server time, so it has tests of its own
+#: (test_order_model.py section 9)
 ORDERINGS: tuple[Ordering, ...] = ("composite", "mint")
 
 
@@ -43,11 +47,15 @@ class EventIds:
 
     def since_last(self, kind: str) -> list[str]:
         """The job ids of the ``kind`` events since the last read, in stream order."""
-        ids: list[str] = []
+        return [e.job_id for e in self.events_since_last(kind) if e.job_id]
+
+    def events_since_last(self, kind: str) -> list[Event]:
+        """The ``kind`` events since the last read, in stream order."""
+        found: list[Event] = []
         while True:
             page = self.queue.read_events(self.cursor)
             assert page.missed == 0
             self.cursor = page.cursor
-            ids += [e.job_id for e in page.events if e.kind == kind and e.job_id]
+            found += [e for e in page.events if e.kind == kind]
             if not page.events:
-                return ids
+                return found

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from echomq import Queue, SyncQueue
+from echomq import Dedupe, Queue, SyncQueue
 from echomq.batches import MAX_CHILDREN, new_batch_id
 from echomq.errors import (
     BatchNotFound,
@@ -205,6 +205,25 @@ def test_cancel_batch(sq: SyncQueue) -> None:
     assert run_all(sq) == []
     with pytest.raises(InvalidState, match="cancelled"):
         sq.add("child", batch=b.id)
+
+
+def test_a_cancelled_childs_key_is_finished_as_dedupe_finishes_a_dead_jobs(
+    sq: SyncQueue, redis_client: Any
+) -> None:
+    b = sq.batch()
+    plain = b.add("child", key="plain-key")
+    dropped = b.add("child", dedupe=Dedupe("drop-key", "drop", window=60.0))
+    assert sq.cancel_batch(b.id) is True
+    assert {sq.get(i).state for i in (plain, dropped)} == {State.CANCELLED}  # type: ignore[union-attr]
+    # a plain key: kept for the retention of dead jobs, then it goes
+    assert redis_client.pttl(sq.engine.keys.idem("plain-key")) > 60_000
+    # drop with a window: held for the window after the cancel (its finish), by
+    # its record with the finish time (includes/dedupe.lua), not by the retention
+    record = sq.engine.keys.idem("drop-key")
+    assert 0 < redis_client.pttl(record) <= 60_000
+    assert redis_client.get(record).startswith(dropped + " drop 60000 ")
+    assert len(redis_client.get(record).split()) == 6  # ... <first> <finished>
+    assert sq.add("child", dedupe=Dedupe("drop-key", "drop", window=60.0)) == dropped
 
 
 async def test_async_batch_and_as_completed(aq: Queue) -> None:

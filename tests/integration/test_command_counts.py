@@ -22,12 +22,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from echomq import SyncQueue
+from echomq import Dedupe, SyncQueue
+from echomq.joblogs import JobLog
+from echomq.options import ORDERINGS
+from echomq.outbox import Outbox, Relay
+from echomq.registry import info_text
 
 #: ceilings (what the scripts run now); lower them when the scripts improve
 ADD_CEILING = 13
@@ -99,6 +104,19 @@ def test_plain_queue_command_counts_stay_under_the_ceilings(
     assert total(counts, "complete") <= COMPLETE_CEILING, _report(counts)
 
 
+@pytest.mark.parametrize("ordering", ORDERINGS)
+def test_plain_queue_counts_hold_in_every_ordering(
+    ordering: str, make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """A plain queue in the mint or aged ordering costs no more than in the
+    composite one (docs/ordering.md): its key is taken without a counter."""
+    counts = plain_counts(make_sync(f"{queue_name}-{ordering}", ordering=ordering), redis_client)
+    print("\n" + _report(counts))
+    assert total(counts, "add") <= ADD_CEILING, _report(counts)
+    assert total(counts, "claim") <= CLAIM_CEILING, _report(counts)
+    assert total(counts, "complete") <= COMPLETE_CEILING, _report(counts)
+
+
 @pytest.mark.parametrize(
     ("call", "target"),
     [
@@ -144,15 +162,41 @@ def _wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> 
 
 
 def test_features_of_one_queue_cost_another_nothing(
-    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+    make_sync: Callable[..., SyncQueue],
+    queue_name: str,
+    redis_client: redis.Redis,
+    backend_url: str,
+    tmp_path: Path,
 ) -> None:
     a = make_sync(queue_name + "-a")
     b = make_sync(queue_name + "-b")
     before = plain_counts(a, redis_client)
     # queue B uses every feature: stored settings, queue-wide limits, lane
     # controls (cap, rate, max_waiting, pause), a schedule, a dependency, a wait, tags,
-    # a batch (its children, a fan-in on it, a cancelled one with its cancelled child)
-    b.configure(max_attempts=3, keep_completed=10, concurrency=5, rate=(100, 1.0))
+    # a batch (its children, a fan-in on it, a cancelled one with its cancelled child),
+    # deduplication (every mode, one job held behind a running one), a job
+    # relayed from a transactional outbox, an age_step; and queue C is aged,
+    # with position read on both; a job with a log, a registered worker, metrics
+    b.configure(
+        max_attempts=3,
+        keep_completed=10,
+        concurrency=5,
+        rate=(100, 1.0),
+        age_step=0.5,
+        metrics=True,
+    )
+    c = make_sync(queue_name + "-c", ordering="aged")
+    c.configure(age_step=0.5)
+    c.position(c.add("aged", 1, priority=2, group="x"))
+    b.add("logged", 1)
+    [logged] = b.claim(1, worker="w1")
+    logged._log = JobLog(logged.attempts)
+    logged.log("a line")
+    b.extend_many([logged])  # the heartbeat carries it
+    logged.log("another")
+    b.complete(logged, None)  # and the outcome
+    assert [line.message for line in b.logs(logged.id)] == ["a line", "another"]
+    assert [(p.name, p.completed) for p in b.metrics()] == [("logged", 1)]
     parent = b.add("parent", 1)  # first in the ring: B's next claim takes it
     b.add("child", 1, depends_on=[parent])
     b.add("capped", 1, group="g")
@@ -165,14 +209,27 @@ def test_features_of_one_queue_cost_another_nothing(
     gone = b.batch()
     gone.add("batched", 1, group="p")
     b.cancel_batch(gone.id)
+    for mode, window in (("drop", 60.0), ("throttle", 60.0), ("debounce", 60.0)):
+        for _ in range(2):
+            b.add("deduped", 1, group="p", dedupe=Dedupe(mode, mode, window))  # type: ignore[arg-type]
+    b.add("latest", 1, group="p", dedupe=Dedupe("latest", "latest"))
+    ob = Outbox(f"sqlite:///{tmp_path / 'outbox.db'}")  # a job relayed from an outbox
+    ob.create_table()
+    with ob.engine.begin() as conn:
+        ob.add(conn, b.name, "relayed", 1, group="p")
+    relay = Relay(ob, backend_url)
+    assert relay.relay_once() == 1
+    relay.close()
     b.set_lane("g", concurrency=1, rate=(5, 1.0), max_waiting=100)
     b.set_lane("p", paused=True)
     b.schedule("tick", every=60.0, name="tick")
+    b.worker_beat("w1", 30.0, info_text("host", 1, [b.name], 1, []))
     waited: list[Any] = []
     waiter = threading.Thread(target=lambda: waited.append(b.wait(parent, timeout=30.0)))
     waiter.start()
     try:
         _wait_until(lambda: bool(redis_client.exists(b.engine.keys.waiters)), "B's wait")
+        assert b.position(parent).queue_ahead == 0
         after = measure(a, redis_client)
         print("\n" + _report(after))
         assert after == before, f"before: {_report(before)}\nafter: {_report(after)}"
@@ -183,3 +240,22 @@ def test_features_of_one_queue_cost_another_nothing(
         waiter.join(timeout=30.0)
     assert not waiter.is_alive()
     assert waited[0].state == "completed"
+
+
+def test_a_workers_claim_and_complete_cost_what_plain_ones_cost(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """The worker's id travels with its claim and lands in the job's hash with the
+    write the lease makes anyway (job.worker); a job that logged nothing sends no
+    log: not one command more."""
+    plain = plain_counts(make_sync(queue_name + "-plain"), redis_client)
+    q = make_sync(queue_name + "-worker")
+    q.add_many([{"name": "backlog", "data": i} for i in range(BACKLOG)])
+    q.complete(q.claim(1, worker="w1")[0], None)
+    q.add("warm", 0)
+    got: list[Any] = []
+    claim = commands_run(redis_client, lambda: got.extend(q.claim(1, worker="w1")))
+    got[0]._log = JobLog(got[0].attempts)  # a worker's job whose handler logged nothing
+    complete = commands_run(redis_client, lambda: q.complete(got[0], None))
+    assert claim == plain["claim"] and complete == plain["complete"]
+    assert q.get(got[0].id).worker == "w1"  # type: ignore[union-attr]

@@ -108,15 +108,11 @@ def test_cursor_pages_once_each_while_jobs_come_and_go(sq: SyncQueue) -> None:
 
 def test_a_page_does_bounded_work_and_still_carries_a_cursor(sq: SyncQueue) -> None:
     # 1,500 jobs tagged t=x; only the oldest also carries u=y: the walk of the
-    # index looks at 1,000 entries per call, so the first page is empty
+    # index looks at 500 entries per call, so three pages are empty
     rare = sq.add("n", tags={"t": "x", "u": "y"})
     sq.add_many([{"name": "n", "tags": {"t": "x"}} for _ in range(1500)])
     sq.add_many([{"name": "n", "tags": {"u": "y"}} for _ in range(1600)])
-    p1 = sq.find({"t": "x", "u": "y"})
-    assert p1.jobs == [] and p1.cursor is not None
-    p2 = sq.find({"t": "x", "u": "y"}, cursor=p1.cursor)
-    assert [j.id for j in p2.jobs] == [rare]
-    assert p2.cursor is None
+    assert all_pages(sq, {"t": "x", "u": "y"}, 50) == [[], [], [], [rare]]
 
 
 def test_index_entries_go_with_their_job(
@@ -271,3 +267,34 @@ def test_a_cursor_of_another_query_or_changed_by_hand_is_refused(sq: SyncQueue) 
         sq.jobs("waiting", cursor=found)
     with pytest.raises(InvalidOption, match="cursor"):
         sq.jobs("delayed", cursor=listed)  # another state's
+
+
+def test_names_reads_the_names_of_a_few_jobs(sq: SyncQueue) -> None:
+    a, b = sq.add("invoice.send"), sq.add("mail.send")
+    sq.remove(b)
+    gone = "job_01jzzzzzzzzzzzzzzzzzzzzzzz"
+    assert sq.names([a, b, gone, "not-an-id"]) == {
+        a: "invoice.send",
+        b: None,
+        gone: None,
+        "not-an-id": None,
+    }
+    assert sq.names([]) == {}
+    with pytest.raises(InvalidOption, match="job ids"):
+        sq.names([a] * 101)
+
+
+def test_job_events_tell_a_jobs_story_from_the_stream(sq: SyncQueue) -> None:
+    job_id = sq.add("n", max_attempts=2)
+    other = sq.add("other")
+    [job, _] = sq.claim(2)
+    assert job.id == job_id
+    sq.fail(job, "boom")
+    story = sq.job_events(job_id)
+    assert [e.kind for e in story] == ["added", "claimed", "retrying"]
+    assert {e.job_id for e in story} == {job_id} and story[-1].error == "boom"
+    assert [e.kind for e in sq.job_events(other)] == ["added", "claimed"]
+    assert [e.kind for e in sq.job_events(job_id, entries=1)] == ["retrying"]  # the newest entry
+    assert sq.job_events("job_01jzzzzzzzzzzzzzzzzzzzzzzz") == []
+    with pytest.raises(InvalidOption, match="entries"):
+        sq.job_events(job_id, entries=0)

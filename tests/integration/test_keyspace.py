@@ -18,10 +18,14 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         "local PREFIX, K_META = ARGV[1], nil\nlocal function on_call(reset) end\n"
         + include_source("keys")
         + include_source("tags")
+        + include_source("logs")
+        + include_source("workers")
+        + include_source("metrics")
         + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]),"
-        + " rate_key(ARGV[3]), queue_rate_key(), Tags.key('customer', ARGV[4])}"
+        + " rate_key(ARGV[3]), queue_rate_key(), Tags.key('customer', ARGV[4]),"
+        + " Logs.key(ARGV[2]), Workers.index(), Workers.key(ARGV[5]), Metrics.key('29000000')}"
     )
-    got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7")
+    got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7", "w-1")
     assert got == [
         keys.job("job_x"),
         keys.lane("acme"),
@@ -30,6 +34,10 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         keys.rate("acme"),
         keys.queue_rate,
         keys.tag("customer", "inv-7"),
+        keys.log("job_x"),
+        keys.workers,
+        keys.worker("w-1"),
+        keys.metrics(29_000_000),
     ]
 
 

@@ -285,7 +285,7 @@ def test_slot_back_when_a_stalled_job_dies(make_sync) -> None:  # type: ignore[n
 # -- change keeps the job's arrival -------------------------------------------
 
 
-@pytest.mark.parametrize("ordering", ["composite", "mint"])
+@pytest.mark.parametrize("ordering", ["composite", "mint", "aged"])
 def test_change_keeps_arrival(make_sync, queue_name: str, ordering: str) -> None:  # type: ignore[no-untyped-def]
     sq = make_sync(f"{queue_name}-{ordering}", ordering=ordering)
     first = sq.add("j", 1, group="x")

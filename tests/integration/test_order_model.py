@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -334,6 +335,10 @@ class Lockstep:
         self.held: dict[str, Job] = {}  # claimed on a long lease, no outcome yet
         self.clock: float = -NEVER  # latest server time seen (ms)
 
+    def wait_until(self, target: float) -> int:
+        """Wait until the server's clock reads at least ``target`` (ms); returns it."""
+        return wait_for_server_ms(self.queue.client(), target)
+
     @property
     def where(self) -> str:
         return f"[{self.model.ordering}] step {len(self.claimed)} claimed"
@@ -467,7 +472,7 @@ class Lockstep:
             self.ids.append(job_id)
         due = [f for f in fires if f is not None and f != NEVER]
         if due:
-            self.clock = wait_for_server_ms(self.queue.client(), max(due))
+            self.clock = self.wait_until(max(due))
 
     def _fire_at(self, item: Add, job_id: str) -> float | None:
         if not item.delay:
@@ -490,7 +495,7 @@ class Lockstep:
             assert (job.priority, job.group, job.state) == (spec.tier, spec.group, State.ACTIVE)
         self.claimed.extend(got)
         if deadline != NEVER:
-            self.clock = wait_for_server_ms(self.queue.client(), deadline)
+            self.clock = self.wait_until(deadline)
         else:
             self.held.update((job.id, job) for job in jobs)
         return got
@@ -518,7 +523,7 @@ class Lockstep:
                 want = self.model.fail(job.id, fire)
                 assert state == want, f"{self.where}: fail of {job.id} left it {state}, not {want}"
                 if fire is not None and fire != NEVER and state is State.FAILED:
-                    self.clock = wait_for_server_ms(self.queue.client(), fire)
+                    self.clock = self.wait_until(fire)
 
     def control(self, op: Pause | Resume | RetryDead) -> None:
         match op:
@@ -534,8 +539,8 @@ class Lockstep:
     def _wait_short(self) -> int:
         """Wait out a SHORT throttle just set: the script's clock read no later than
         ``after``, so the throttle ends by ``after`` + SHORT."""
-        after = server_ms(self.queue.client())
-        return wait_for_server_ms(self.queue.client(), after + SHORT * 1000)
+        after = max(self.clock, server_ms(self.queue.client()))
+        return self.wait_until(after + SHORT * 1000)
 
     def _retry_at(self, job_id: str, state: State, delay: float) -> float:
         """The retry's fire time (ms) as the server stored it; ``NEVER`` for a far one."""
@@ -1281,6 +1286,7 @@ class DependencyLockstep(Lockstep):
                 else State.COMPLETED if job_id in model.completed
                 else State.ACTIVE if job_id in model.active
                 else State.FAILED if job_id in model.retrying
+                else State.DELAYED if job_id in model.delayed
                 else State.WAITING
             )  # fmt: skip
             assert job.state is want, f"{job_id}: {job.state}, the model {want}"
@@ -1510,3 +1516,210 @@ def test_rate_windows_end_as_the_model_says(
                 run.check_counts()
     finally:
         client.close()
+
+
+# -- 9. the aged ordering on a frozen server clock -----------------------------
+# An aged lane orders by (due time + tier x age_step, id) (docs/ordering.md
+# "The aged ordering"), so every time a job enters its lane matters: the
+# server's clock is the test's (it moves only by Advance and by the waits for
+# short delays, leases and throttles), and the model is told each move, so it
+# knows the due time of every add, promotion, retry, dependency release and
+# retry_dead.
+class AgedLockstep(DependencyLockstep):
+    """DependencyLockstep on a frozen server clock, for the aged ordering."""
+
+    def __init__(self, queue: SyncQueue, model: OrderModel, clock: FrozenClock) -> None:
+        super().__init__(queue, model)
+        self.frozen = clock
+        self.clock = clock.now_ms
+        model.tell(self.clock)
+
+    def wait_until(self, target: float) -> int:
+        """Move the frozen clock to ``target`` (if it is not there yet)."""
+        if target > self.frozen.now_ms:
+            self.frozen.set(math.ceil(target))
+        self.model.tell(self.frozen.now_ms)
+        return self.frozen.now_ms
+
+    def apply(self, op: Op | Advance) -> None:
+        match op:
+            case Advance(step):
+                self.clock = self.frozen.advance(step)
+                self.model.tell(self.clock)
+            case _:
+                super().apply(op)
+
+    def retry_dead(self, picks: Sequence[int]) -> None:
+        revive_without_dependencies(self, picks)
+
+
+def revive_without_dependencies(run: DependencyLockstep, picks: Sequence[int]) -> None:
+    """retry_dead of the picked ids that were added without depends_on: the model
+    does not follow a revived job's dependencies (retryDead.lua's rules for them
+    are tested in test_retry_dead_dependencies.py)."""
+    if not run.ids:
+        return
+    chosen = [run.ids[i % len(run.ids)] for i in picks]
+    chosen = [j for j in chosen if j not in run.model.dependencies]
+    if not chosen:
+        return
+    moved = run.queue.retry_dead(chosen)
+    requeued = run.events.events_since_last("requeued")
+    if requeued:
+        run.model.tell(ms(requeued[0].at))
+    want = run.model.retry_dead(chosen)
+    assert moved == want, f"{run.where}: retry_dead({chosen}) moved {moved}, not {want}"
+
+
+AGE_STEPS = (100, 500, 1000)  # ms
+# a tier-2 job added first passes the tier-0 jobs that became due more than
+# 2 x age_step after it (here 2 x 500 ms): the last one only
+AGED_PASSES_LATER_URGENT = [
+    Add(2, "a"),
+    Add(0, "a"),
+    Advance(500),
+    Add(0, "a"),
+    Advance(501),
+    Add(0, "a"),
+    Claim(7),
+]
+# a retry is due at its fire time (not when a claim promotes it), a stall and a
+# release keep their key, a change keeps the due time with the new tier
+AGED_COMES_BACK = [
+    Add(1, "a"),
+    Claim(1),
+    Add(0, "a"),
+    Fail(0, SHORT),
+    Advance(1000),
+    Add(0, "a"),
+    Stall(1),
+    Release(0),
+    Change(0, 3, "b"),
+    Add(3, "b"),
+    Claim(7),
+]
+aged_body = st.one_of(
+    advances,
+    advances,
+    adds(ANY_DELAY),
+    adds(),
+    add_manys(adds(ANY_DELAY)),
+    claims,
+    claims,
+    stalls,
+    completes,
+    fails,
+    releases,
+    changes,
+    set_caps,
+    pause_lanes,
+    retry_deads,
+    removes,
+    add_dependents,
+    st.just(Maintain()),
+    throttles,
+    rate_limiteds,
+)
+
+
+@PROFILE
+@given(
+    program=st.builds(
+        lambda head, tail: [*head, *tail],
+        st.lists(set_weights, max_size=3),
+        st.lists(aged_body, min_size=8, max_size=24),
+    ),
+    age_step_ms=st.sampled_from(AGE_STEPS),
+)
+@example(program=AGED_PASSES_LATER_URGENT, age_step_ms=500)
+@example(program=AGED_COMES_BACK, age_step_ms=500)
+def test_aged_ordering_follows_the_model(
+    frozen_server: FrozenServer, queue_name: str, program: list[Op | Advance], age_step_ms: int
+) -> None:
+    """The order theorem with the aged key: every claim, fail, retry_dead,
+    dependency release and final state equals the model's (the clock moves by at
+    most 24 s per example, inside the 30 s leases)."""
+    client = connection.sync_client(frozen_server.url)
+    try:
+        with fresh_queue(client, queue_name, "aged", max_stalls=1) as queue:
+            queue.configure(age_step=age_step_ms / 1000)
+            model = OrderModel("aged", max_stalls=1, age_step_ms=age_step_ms)
+            AgedLockstep(queue, model, frozen_server.clock).run(program)  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+class TimedAgedLockstep(DependencyLockstep):
+    """The aged ordering on a server's own clock (every backend, the cluster too):
+    the model is told the server time of each call that gives jobs a due time
+    "now" (an add, a completion that releases dependents, a retry_dead) as its
+    events record it, before it is told the call; delayed and retried jobs are
+    due at their fire time, which the job reads back."""
+
+    def _record(self, items: Sequence[Add], new_ids: Sequence[str]) -> None:
+        added = {e.job_id: e.at for e in self.events.events_since_last("added")}
+        if added:
+            self.model.tell(ms(max(a for a in added.values() if a is not None)))
+        super()._record(items, new_ids)
+
+    def add_dependent(self, op: AddDependent) -> None:
+        before = len(self.ids)
+        super().add_dependent(op)
+        added = self.events.events_since_last("added")
+        if len(self.ids) > before:
+            assert added, "an add without its event"
+            self.model.tell(ms(added[-1].at))
+
+    def complete(self, pick: int) -> None:
+        if not self.held:
+            return
+        job = self.held.pop(list(self.held)[pick % len(self.held)])
+        self.queue.complete(job, result=job.data)
+        released = self.events.events_since_last("unblocked")
+        if released:
+            self.model.tell(ms(released[0].at))
+        self.model.complete(job.id, [e.job_id for e in released if e.job_id])
+
+    def retry_dead(self, picks: Sequence[int]) -> None:
+        revive_without_dependencies(self, picks)
+
+
+@PROFILE
+@given(
+    program=st.builds(
+        lambda head, tail: [*head, *tail],
+        st.lists(set_weights, max_size=3),
+        st.lists(
+            st.one_of(
+                adds(ANY_DELAY),
+                adds(),
+                add_manys(adds(ANY_DELAY)),
+                claims,
+                claims,
+                stalls,
+                completes,
+                fails,
+                releases,
+                changes,
+                set_caps,
+                pause_lanes,
+                retry_deads,
+                removes,
+                add_dependents,
+                st.just(Maintain()),
+            ),
+            min_size=8,
+            max_size=24,
+        ),
+    ),
+    age_step_ms=st.sampled_from([1, 2, 5, 50]),
+)
+def test_aged_ordering_follows_the_model_on_the_server_clock(
+    client: connection.SyncClient, queue_name: str, program: list[Op], age_step_ms: int
+) -> None:
+    """As test_aged_ordering_follows_the_model, on every backend's real clock: an
+    age_step of a few ms makes tiers and the milliseconds between calls interleave."""
+    with fresh_queue(client, queue_name, "aged", max_stalls=1) as queue:
+        queue.configure(age_step=age_step_ms / 1000)
+        model = OrderModel("aged", max_stalls=1, age_step_ms=age_step_ms)
+        TimedAgedLockstep(queue, model).run(program)

@@ -23,6 +23,8 @@ TWINNED = [
     "src/echomq/sending/eviction.py",
     "src/echomq/sending/sender.py",
     "src/echomq/shell.py",
+    "src/echomq/flows/events.py",
+    "src/echomq/flows/waiters.py",
 ]
 
 

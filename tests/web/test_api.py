@@ -404,3 +404,168 @@ def test_a_batch_and_its_cancel(
     body = done.json()
     assert body["cancelled"] is True and body["batch"]["state"] == "cancelled"
     assert body["batch"]["cancelled"] == 3
+
+
+def test_job_lists_page_by_cursor_and_search_finds_by_tags(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    ids = sq.add_many(
+        [{"name": "n", "data": i, "tags": {"customer": str(i % 3)}} for i in range(7)]
+    )
+    d = start_dashboard(backend_url, queues=[sq.name])
+    base = f"/api/queues/{sq.name}"
+    first = d.http.get(base + "/jobs", params={"state": "waiting", "count": 4, "cursor": ""}).json()
+    assert [r["id"] for r in first["jobs"]] == ids[:4] and first["more"]
+    rest = d.http.get(
+        base + "/jobs", params={"state": "waiting", "count": 4, "cursor": first["cursor"]}
+    ).json()
+    assert [r["id"] for r in rest["jobs"]] == ids[4:] and rest["cursor"] is None
+    found = d.http.get(base + "/find", params={"tags": "customer=0", "count": 2}).json()
+    assert [r["id"] for r in found["jobs"]] == [ids[6], ids[3]]  # newest first
+    assert found["tags"] == {"customer": "0"} and found["more"]
+    for params in (
+        {"tags": "customer"},  # not key=value
+        {"tags": "Customer=1"},  # a key out of range
+        {"tags": "customer=1", "state": "lost"},
+        {"tags": "customer=1", "cursor": "forged"},
+        {"tags": "customer=1", "count": "0"},
+    ):
+        refused = d.http.get(base + "/find", params=params)
+        assert refused.status_code == 400, params
+    refused = d.http.get(base + "/jobs", params={"state": "waiting", "cursor": found["cursor"]})
+    assert refused.status_code == 400  # a search's cursor is not a listing's
+
+
+def test_bulk_actions_act_on_what_a_search_found_one_step_at_a_time(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.web.bulk import STEP
+
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    base = f"/api/queues/{sq.name}/found"
+    mine = {"tags": "customer=42"}
+    kept = sq.add("other", tags={"customer": "7"})
+    waiting = sq.add_many([{"name": "n", "tags": {"customer": "42"}} for _ in range(STEP + 20)])
+    # no token: refused, nothing removed
+    refused = d.http.post(base + "/remove", json={**mine, "cursor": ""}, headers=JSON)
+    assert refused.status_code in (401, 403) and sq.get(waiting[0]) is not None
+    for bad in ({**mine, "colour": "red"}, {"tags": "nonsense"}, {**mine, "state": 3}):
+        assert d.http.post(base + "/remove", json=bad, headers=AUTH).status_code == 400, bad
+    assert sq.get(waiting[0]) is not None
+    # cancel in steps: the first step acts on one page, the cursor goes on
+    first = d.http.post(base + "/cancel", json={**mine, "cursor": ""}, headers=AUTH).json()
+    assert (first["looked"], first["done"]) == (STEP, STEP) and first["cursor"]
+    rest = d.http.post(base + "/cancel", json={**mine, "cursor": first["cursor"]}, headers=AUTH)
+    assert (rest.json()["done"], rest.json()["cursor"]) == (20, None)
+    assert all(sq.get(job_id) is None for job_id in waiting)  # not started: removed
+    assert sq.get(kept) is not None  # another customer's job is left alone
+    # retry acts on the dead jobs found and skips the rest
+    dead = [sq.add("d", tags={"customer": "42"}, max_attempts=1) for _ in range(2)]
+    for job in sq.claim(10):
+        if job.id in dead:
+            sq.fail(job, "boom")
+        else:
+            sq.release(job)  # customer 7's job waits again
+    with_tag = sq.add("n", tags={"customer": "42"})
+    step = d.http.post(base + "/retry", json={**mine, "cursor": ""}, headers=AUTH).json()
+    assert (step["done"], step["skipped"], step["cursor"]) == (2, 1, None)
+    assert {sq.get(job_id).state for job_id in dead} == {"waiting"}  # type: ignore[union-attr]
+    step = d.http.post(base + "/remove", json={**mine, "cursor": ""}, headers=AUTH).json()
+    assert step["done"] == 3 and sq.get(with_tag) is None and sq.get(kept) is not None
+    actions = [e["action"] for e in d.http.get("/api/audit").json()]
+    assert {"cancel found", "retry found", "remove found"} <= set(actions)
+
+
+def test_the_inspector_api_gives_a_waiting_jobs_position_and_aged_key(
+    start_dashboard: StartDashboard, backend_url: str, queue_name: str
+) -> None:
+    with SyncQueue(queue_name + "-aged", ordering="aged", url=backend_url) as q:
+        try:
+            q.configure(age_step=0.5)
+            q.set_weight("a", 2)
+            ids = q.add_many([{"name": "j", "group": g, "priority": 1} for g in "aaab"])
+            d = start_dashboard(backend_url, queues=[q.name])
+            job = d.http.get(f"/api/queues/{q.name}/jobs/{ids[3]}").json()
+            # a a b: the b job waits for 2 claims, none in its lane
+            assert job["position"] == {"lane_ahead": 0, "queue_ahead": 2, "eta": None}
+            stored = q.get(ids[3])
+            assert stored is not None and stored.created_at is not None
+            due = round(stored.created_at.timestamp() * 1000)
+            assert job["aged_key"] == {
+                "key": due + 500, "tier": 1, "age_step_ms": 500, "due_ms": due,
+                "tier_part_ms": 500,
+            }  # fmt: skip
+            [claimed] = q.claim(1)
+            active = d.http.get(f"/api/queues/{q.name}/jobs/{claimed.id}").json()
+            assert active["position"] is None
+        finally:
+            q.drop()
+
+
+def test_the_inspector_shows_the_log_worker_and_run_time_and_workers_are_listed(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.joblogs import JobLog
+    from echomq.registry import info_text
+
+    sq.add("j")
+    [job] = sq.claim(1, worker="w1")
+    job._log = JobLog(job.attempts)
+    job.log("<b>not markup</b>", level="WARNING")
+    sq.complete(job, None)
+    sq.worker_beat("w1", 30.0, info_text("host-1", 7, [sq.name], 2, []))
+    d = start_dashboard(backend_url, queues=[sq.name])
+    got = d.http.get(f"/api/queues/{sq.name}/jobs/{job.id}").json()
+    assert [(line["level"], line["message"]) for line in got["log"]] == [
+        ("WARNING", "<b>not markup</b>")
+    ]
+    assert got["log"][0]["attempt"] == 1
+    assert got["worker"] == "w1" and got["duration"] >= 0
+    [worker] = d.http.get(f"/api/queues/{sq.name}/workers").json()
+    assert (worker["id"], worker["host"], worker["pid"], worker["concurrency"]) == (
+        "w1",
+        "host-1",
+        7,
+        2,
+    )
+
+
+def test_metrics_exports_the_run_and_wait_histograms_the_server_keeps(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.configure(metrics=True)
+    sq.add_many([{"name": "send"} for _ in range(3)])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    d.http.get("/metrics")  # a first scrape, before the jobs finish
+    sq.complete_many([(job, None) for job in sq.claim(3)])
+    for _ in range(2):  # scraped twice: each job still counted once
+        got = samples(d.http.get("/metrics").text)
+    labels = (("name", "send"), ("queue", sq.name))
+    assert got[("echomq_job_run_seconds_count", labels)] == 3
+    assert got[("echomq_job_wait_seconds_count", labels)] == 3
+    assert got[("echomq_job_run_seconds_bucket", (("le", "+Inf"), *labels))] == 3
+    assert got[("echomq_job_run_seconds_sum", labels)] >= 0
+
+
+def test_metrics_exports_how_long_each_lanes_oldest_job_has_waited(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.add("x", group="acme")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    got = samples(d.http.get("/metrics").text)
+    assert got[("echomq_oldest_waiting_seconds", (("lane", "acme"), ("queue", sq.name)))] >= 0
+
+
+def test_the_metrics_endpoint_gives_each_names_minutes_and_refuses_bad_windows(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.configure(metrics=True)
+    sq.add_many([{"name": "send"} for _ in range(2)])
+    sq.complete_many([(job, None) for job in sq.claim(2)])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    got = d.http.get(f"/api/queues/{sq.name}/metrics", params={"minutes": 5}).json()
+    [send] = got["names"]
+    assert (send["name"], send["completed"], got["minutes"]) == ("send", 2, 5)
+    assert send["points"][0]["run_p50"] is not None
+    bad = d.http.get(f"/api/queues/{sq.name}/metrics", params={"minutes": 4321})
+    assert bad.status_code == 400

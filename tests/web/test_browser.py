@@ -416,12 +416,33 @@ def test_blocked_jobs_tab_and_the_inspector_show_dependencies(
     page.click(f'#jobs tr[data-job-id="{child}"]')
     page.wait_for_selector(f'#inspector[data-job-id="{child}"]')
     fields = page.text_content("#inspector table.fields") or ""
-    assert "blocked" in fields and f"depends on{parent}" in fields
+    assert "blocked" in fields and f"depends on1 of 1 pending: {parent}" in fields
+    story = page.locator("#timeline td:nth-child(2)").all_text_contents()
+    assert story == ["added"]  # the job's events, from the stream
     # the parent's inspector names it as a dependent
     page.click('#job-tabs button[data-state="waiting"]')
     page.click(f'#jobs tr[data-job-id="{parent}"]')
     page.wait_for_selector(f'#inspector[data-job-id="{parent}"]')
     assert f"dependents1 blocked: {child}" in (page.text_content("#inspector table.fields") or "")
+
+
+def test_the_inspector_counts_pending_dependencies_and_links_them(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    parents = sq.add_many([{"name": f"p{i}"} for i in range(12)])
+    child = sq.add("child", depends_on=parents)
+    for job in sq.claim(2):  # two of them complete
+        sq.complete(job, None)
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.fill("#inspect-id", child)
+    page.click("#inspect-form button[type=submit]")
+    page.wait_for_selector(f'#inspector[data-job-id="{child}"]')
+    fields = page.text_content("#inspector table.fields") or ""
+    assert "depends on10 of 12 pending: " in fields and "(and 2 more)" in fields
+    assert page.locator("#inspector a[data-inspect]").count() == 10
+    page.click(f'#inspector a[data-inspect="{parents[3]}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{parents[3]}"]')
 
 
 def test_job_lists_page_through_every_job(
@@ -489,3 +510,136 @@ def test_the_inspector_shows_a_childs_batch(
     assert "on_success: not fired" in box and "on_death: not fired" in box
     assert page.get_attribute("#inspector .batch progress", "value") == "1"
     assert f"batch{b.id}" in (page.text_content("#inspector table.fields") or "")
+
+
+def test_search_by_tags_pages_by_cursor_and_a_job_id_opens_the_inspector(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    ids = sq.add_many(
+        [{"name": "invoice", "data": i, "tags": {"customer": str(i % 2)}} for i in range(130)]
+    )
+    mine = [job_id for i, job_id in enumerate(ids) if i % 2 == 0][::-1]  # newest first
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    shown = "rows => rows.map(r => r.dataset.jobId)"
+    page.fill("#search-tags", "customer=0")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector(f'#jobs tr[data-job-id="{mine[0]}"]')
+    assert page.locator("#jobs tbody tr").evaluate_all(shown) == mine[:50]
+    assert "customer=0" in page.text_content("#search-shown")
+    page.click('#jobs-pager button[data-page="next"]')
+    page.wait_for_selector(f'#jobs tr[data-job-id="{mine[50]}"]')
+    assert page.locator("#jobs tbody tr").evaluate_all(shown) == mine[50:]
+    assert "rows 51–65" in page.text_content("#jobs-pager")
+    page.fill("#search-tags", "nonsense")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector("#banner.error")  # refused, said, and the list goes back to a state
+    page.wait_for_selector(f'#jobs tr[data-job-id="{ids[49]}"]')
+    page.fill("#search-tags", ids[7])
+    page.click("#search-form button[type=submit]")
+    wait_for(lambda: ids[7] in (page.text_content("#inspector") or ""), what="the inspector")
+
+
+def test_a_bulk_action_on_a_search_runs_in_steps_to_the_end(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.web.bulk import STEP
+
+    found = sq.add_many([{"name": "n", "tags": {"customer": "42"}} for _ in range(2 * STEP + 5)])
+    kept = sq.add("n", tags={"customer": "7"})
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name, token=TOKEN)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.fill("#search-tags", "customer=42")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector(f'#jobs tr[data-job-id="{found[-1]}"]')
+    page.click('[data-bulk="remove"]')
+    wait_for(lambda: "remove: 205 done" in (page.text_content("#bulk-status") or ""), what="steps")
+    assert sq.stats().counts["waiting"] == 1 and sq.get(kept) is not None
+    wait_for(lambda: page.locator("#jobs tbody tr").count() == 0, what="the emptied search")
+
+
+def test_the_first_view_lists_the_rings_first_lane_at_once(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    # no job in the default lane: the page learns the ring's first lane with its
+    # first read and must list it then, not at a refresh 10 x 60 s later
+    ids = sq.add_many([{"name": "n", "group": g} for g in ("acme", "globex")])
+    d = start_dashboard(backend_url, queues=[sq.name], interval=60.0)
+    open_dashboard(page, d, sq.name)
+    rows = "rows => rows.map(r => r.dataset.jobId)"
+    wait_for(
+        lambda: page.locator("#jobs tbody tr").evaluate_all(rows) in ([ids[0]], [ids[1]]),
+        timeout=5.0,
+        what="the first lane's jobs",
+    )
+
+
+def test_inspector_shows_where_a_waiting_job_stands(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    ids = sq.add_many([{"name": "j", "group": g} for g in ("a", "a", "b")])
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name)
+    page.click(f'#jobs tr[data-job-id="{ids[1]}"]')
+    page.wait_for_selector(f'#inspector[data-job-id="{ids[1]}"]')
+    # a b a: the second a job waits for 2 claims, 1 of them in its lane
+    rows = page.locator("#inspector-position tr").all_text_contents()
+    assert rows[0] == "ahead in its lane1"
+    assert rows[1].startswith("claims before it2 ")
+    assert rows[2].startswith("estimated waitunknown")
+
+
+def test_inspector_shows_the_job_log_as_text_and_the_workers_panel_lists_workers(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.joblogs import JobLog
+    from echomq.registry import info_text
+
+    sq.add("logged")
+    [job] = sq.claim(1, worker="w-browser")
+    job._log = JobLog(job.attempts)
+    job.log("charging <img src=x onerror=alert(1)>")
+    job.log("declined", level="ERROR")
+    sq.complete(job, None)
+    sq.worker_beat("w-browser", 30.0, info_text("host-b", 11, [sq.name], 4, []))
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name, lanes=False)  # no job waits: no lane to show
+    page.wait_for_selector('#workers tr[data-worker="w-browser"]')
+    assert "host-b:11" in page.text_content('#workers tr[data-worker="w-browser"]')
+    page.fill("#inspect-id", job.id)
+    page.click("#inspect-form button")
+    page.wait_for_selector(f'#inspector[data-job-id="{job.id}"]')
+    log = page.text_content("#inspector .job-log")
+    assert "charging <img src=x onerror=alert(1)>" in log and "declined" in log
+    assert page.locator("#inspector .job-log img").count() == 0  # shown as text
+    assert page.locator("#inspector .job-log .log-error").count() == 1
+    assert "w-browser" in page.text_content("#inspector .fields")
+
+
+def test_job_names_panel_shows_the_server_metrics_and_draws_a_name(
+    page: Any,
+    start_dashboard: StartDashboard,
+    backend_url: str,
+    sq: SyncQueue,
+    request: pytest.FixtureRequest,
+) -> None:
+    sq.configure(metrics=True)
+    sq.add_many([{"name": "send<b>"} for _ in range(4)] + [{"name": "bill"}])
+    jobs = sq.claim(5)
+    sq.complete_many([(job, None) for job in jobs if job.name != "bill"])
+    sq.fail(next(job for job in jobs if job.name == "bill"), "no", retry=False)
+    d = start_dashboard(backend_url, queues=[sq.name])
+    open_dashboard(page, d, sq.name, lanes=False)
+    row = page.wait_for_selector('#metrics tr[data-name="send<b>"]')
+    cells = row.query_selector_all("td")
+    assert [c.text_content() for c in cells[:4]] == ["send<b>", "4", "0", "0"]
+    assert "█" in (cells[4].text_content() or "")
+    bill = page.query_selector('#metrics tr[data-name="bill"]')
+    assert bill is not None and [c.text_content() for c in bill.query_selector_all("td")][3] == "1"
+    row.click()
+    page.wait_for_selector("#metrics-chart:not([hidden])")
+    assert "send<b>" in page.text_content("#metrics-chart-legend")
+    artifacts = Path(request.config.rootpath) / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    page.locator("#metrics-panel").screenshot(path=str(artifacts / "dashboard-metrics.png"))

@@ -51,6 +51,7 @@ def test_the_sse_endpoint_streams_events_and_resumes_after_last_event_id(
     assert message["event"] == "events" and message["data"]["count"] == 1
     [event] = message["data"]["events"]
     assert (event["kind"], event["job_id"], event["group"]) == ("added", first, "acme")
+    assert event["name"] == "a" and event["at"] > 0  # the live list's name and time columns
     second = sq.add("b")
     with d.http.stream("GET", path, headers={"Last-Event-ID": message["id"]}) as response:
         [resumed] = read_messages(response, 1)
@@ -82,6 +83,7 @@ def test_a_new_job_appears_without_a_reload(
     page.wait_for_function("() => document.querySelector('#live').title.startsWith('live')")
     fresh = sq.add("fresh", data={"label": "<img src=x onerror=alert(1)>"})
     page.wait_for_selector(f'#jobs tbody tr:has-text("{fresh}")')
-    page.wait_for_selector(f'#events tbody tr:has-text("{fresh}")')
+    row = page.wait_for_selector(f'#events tbody tr:has-text("{fresh}")')
+    assert "fresh" in row.text_content().replace(fresh, "")  # the name column
     assert page.text_content('.card[data-state="waiting"] .value') == "2"
     assert page.evaluate("() => performance.getEntriesByType('navigation').length") == 1

@@ -27,8 +27,12 @@ COMMANDS: dict[str, str] = {
     "worker": "echomq.cli.worker:worker",
     "add": "echomq.cli.jobs:add",
     "inspect": "echomq.cli.jobs:inspect",
+    "position": "echomq.cli.position:position",
     "remove": "echomq.cli.jobs:remove",
     "find": "echomq.cli.find:find",
+    "logs": "echomq.cli.observe:logs",
+    "workers": "echomq.cli.observe:workers",
+    "metrics": "echomq.cli.observe:metrics",
     "queues": "echomq.cli.queues:queues",
     "stats": "echomq.cli.stats:stats",
     "events": "echomq.cli.events:events",
@@ -45,6 +49,7 @@ COMMANDS: dict[str, str] = {
     "batch": "echomq.cli.batches:batch",
     "server": "echomq.cli.server:server",
     "dashboard": "echomq.cli.dashboard:dashboard",
+    "relay": "echomq.cli.relay:relay",
 }
 
 

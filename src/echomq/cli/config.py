@@ -55,6 +55,10 @@ def parse_setting(item: str) -> tuple[str, Any]:
         if len(parts) > 4:
             fail(f"--set backoff={text!r}: expected BASE[,FACTOR[,CAP[,JITTER]]]")
         return name, Backoff(*parts)
+    if name == "metrics":  # on or off
+        if text.lower() not in ("1", "0", "true", "false", "on", "off"):
+            fail(f"--set metrics={text!r}: expected 1 or 0 (true/false, on/off)")
+        return name, text.lower() in ("1", "true", "on")
     if name == "rate":  # MAX/WINDOW, as echomq lane --rate
         try:
             return name, parse_rate_text(text)

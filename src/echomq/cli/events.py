@@ -46,6 +46,8 @@ def _retained(q: SyncQueue, after: str) -> Iterator[Event]:
 
 def _details(event: Event) -> str:
     parts = []
+    if event.outcome is not None:
+        parts.append(f"outcome={event.outcome}")
     if event.attempt is not None:
         parts.append(f"attempt={event.attempt}")
     if event.stalls is not None:

@@ -19,7 +19,7 @@ from echomq.errors import EchoMQError
 from echomq.job import LISTED_STATES, Job
 from echomq.tags import MAX_FIND_COUNT, parse_tag_args
 
-#: the most find calls one command makes (each looks at up to 1,000 tagged jobs).
+#: the most find calls one command makes (each looks at up to 500 tagged jobs).
 MAX_CALLS = 20
 
 

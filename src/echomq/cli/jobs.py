@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -22,10 +22,11 @@ from echomq.cli.common import (
     queue_options,
     when,
 )
-from echomq.cli.score import hex_split, ruler
+from echomq.cli.score import aged_readout, hex_split, ruler
 from echomq.cli.tracebacks import without_plumbing
+from echomq.dedupe import MODES, Dedupe, Mode
 from echomq.engine import PREVIEW_BYTES
-from echomq.errors import JobNotFound
+from echomq.errors import InvalidScore, JobNotFound
 from echomq.ids import id_timestamp
 from echomq.job import Job, State
 from echomq.reports import Dependents, FieldPreview
@@ -71,6 +72,26 @@ if TYPE_CHECKING:
     metavar="KEY",
     help="Idempotency key: returns the live job's id instead of adding a second one.",
 )
+@click.option(
+    "--dedupe",
+    "dedupe_mode",
+    type=click.Choice(MODES),
+    help="What another add with --key does (docs/lifecycle.md): drop (default), "
+    "throttle, debounce or latest.",
+)
+@click.option(
+    "--window",
+    type=float,
+    metavar="SECONDS",
+    help="With --dedupe: drop's hold after the job finished, throttle's window, "
+    "debounce's quiet time.",
+)
+@click.option(
+    "--max-wait",
+    type=float,
+    metavar="SECONDS",
+    help="With --dedupe debounce: run at the latest this long after the first add.",
+)
 @click.option("--max-attempts", type=int, metavar="N", help="Attempts before the job is dead.")
 @queue_options
 def add(
@@ -82,6 +103,9 @@ def add(
     group: str | None,
     delay: float | None,
     key: str | None,
+    dedupe_mode: str | None,
+    window: float | None,
+    max_wait: float | None,
     max_attempts: int | None,
     queue: str,
     url: str | None,
@@ -102,8 +126,10 @@ def add(
       echomq add report --data '{"day": "mon"}' --group acme --priority 1 --delay 30
       echo '{"big": true}' | echomq add import --data - --key import-2024-06-01
       echomq add mail.send_email --args '["ann@example.com"]' --kwargs '{"urgent": true}'
+      echomq add reindex --key shop-7 --dedupe debounce --window 5 --max-wait 60
     """
     payload = _payload(data, task_args, task_kwargs)
+    dedupe = _dedupe(key, dedupe_mode, window, max_wait)
     with open_queue(queue, url) as q:
         job_id = q.add(
             name,
@@ -112,9 +138,21 @@ def add(
             group=group,
             delay=delay,
             max_attempts=max_attempts,
-            key=key,
+            key=None if dedupe else key,
+            dedupe=dedupe,
         )
     click.echo(job_id)
+
+
+def _dedupe(
+    key: str | None, mode: str | None, window: float | None, max_wait: float | None
+) -> Dedupe | None:
+    """The Dedupe the options ask for (None: a plain --key, or none)."""
+    if mode is None and window is None and max_wait is None:
+        return None
+    if key is None:
+        fail("--dedupe, --window and --max-wait need --key (the key the jobs share)")
+    return Dedupe(key, cast(Mode, mode or "drop"), window, max_wait)  # bad values: one line
 
 
 def _payload(data: str | None, task_args: str | None, task_kwargs: str | None) -> Any:
@@ -127,19 +165,20 @@ def _payload(data: str | None, task_args: str | None, task_kwargs: str | None) -
     if [task_args, task_kwargs].count("-") > 1:
         fail("only one of --args and --kwargs can read stdin ('-')")
     call: dict[str, Any] = {}
-    if task_args is not None:
-        args = parse_json(task_args, "--args")
-        if not isinstance(args, list):
-            fail(f"--args must be a JSON array of positional arguments, not {task_args[:60]!r}")
-        if args:
-            call["args"] = args
-    if task_kwargs is not None:
-        kwargs = parse_json(task_kwargs, "--kwargs")
-        if not isinstance(kwargs, dict):
-            fail(f"--kwargs must be a JSON object of keyword arguments, not {task_kwargs[:60]!r}")
-        if kwargs:
-            call["kwargs"] = kwargs
+    _call_part(call, "args", task_args, list, "a JSON array of positional arguments")
+    _call_part(call, "kwargs", task_kwargs, dict, "a JSON object of keyword arguments")
     return call
+
+
+def _call_part(call: dict[str, Any], key: str, text: str | None, kind: type, what: str) -> None:
+    """Parse --args or --kwargs (``key``) into ``call``, if given and not empty."""
+    if text is None:
+        return
+    value = parse_json(text, f"--{key}")
+    if not isinstance(value, kind):
+        fail(f"--{key} must be {what}, not {text[:60]!r}")
+    if value:
+        call[key] = value
 
 
 def job_dict(job: Job, queue: str, cut: Mapping[str, FieldPreview] | None = None) -> dict[str, Any]:
@@ -177,6 +216,8 @@ def job_dict(job: Job, queue: str, cut: Mapping[str, FieldPreview] | None = None
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
         "tags": job.tags,
+        "worker": job.worker,
+        "duration": job.duration,
         "truncated": {name: preview.to_dict() for name, preview in (cut or {}).items()},
     }
 
@@ -209,6 +250,16 @@ def some_ids(total: int, shown: list[str], what: str) -> str:
     return text + (f" (and {total - len(shown)} more)" if total > len(shown) else "")
 
 
+def _run_rows(job: Job) -> list[tuple[str, str]]:
+    """Its latest attempt's run time and worker, where known."""
+    rows = []
+    if job.duration is not None:
+        rows.append(("run time", f"{job.duration:.3f} s"))
+    if job.worker is not None:
+        rows.append(("worker", escape_text(job.worker)))
+    return rows
+
+
 def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
     from rich.table import Table
 
@@ -230,6 +281,7 @@ def _fields_table(job: Job, queue: str, dependents: Dependents | None) -> Table:
         rows.append(("run at", when(job.run_at)))
     if job.finished_at is not None:
         rows.append(("finished", when(job.finished_at)))
+    rows += _run_rows(job)
     if job.state is State.ACTIVE:
         rows.append(("lease until", when(job.lease_deadline)))
     if job.key is not None:
@@ -253,10 +305,18 @@ def _print_job(
     dependents: Dependents | None,
     full_traceback: bool = False,
     cut: Mapping[str, FieldPreview] | None = None,
+    aged: codec.AgedKey | None = None,
 ) -> None:
     common.console.print(_fields_table(job, queue, dependents))
-    decoded = codec.decode(job.score)
     common.console.print()
+    if aged is not None:
+        for line in aged_readout(aged):
+            common.console.print(f"  {line}", markup=False)
+        _print_long_fields(job, cut or {})
+        if job.traceback:
+            _print_traceback(job.traceback, full_traceback)
+        return
+    decoded = codec.decode(job.score)
     common.console.print(
         f"[bold]score[/]  {job.score} = {hex_split(decoded)} → tier {decoded.tier}, "
         f"counter {decoded.counter}"
@@ -354,11 +414,33 @@ def inspect(
                 dependents: Dependents | None = holder.dependents(job_id)
             except JobNotFound:  # removed since: its fields are shown as read
                 dependents = None
+            aged = _aged_key(holder, job)
     if as_json:
         listed = None if dependents is None else dependents.to_dict()
-        echo_json({**job_dict(job, where, cut), "dependents": listed})
+        doc = {**job_dict(job, where, cut), "dependents": listed}
+        if aged is not None:  # an aged key is no composite score
+            doc["score_decoded"] = None
+            doc["aged_key"] = {"key": aged.key, "tier": aged.tier,
+                               "age_step_ms": aged.age_step_ms, "due_ms": aged.due_ms}  # fmt: skip
+        echo_json(doc)
     else:
-        _print_job(job, where, dependents, full_traceback, cut)
+        _print_job(job, where, dependents, full_traceback, cut, aged)
+
+
+def _aged_key(holder: SyncQueue, job: Job) -> codec.AgedKey | None:
+    """The job's aged lane key read back, if its queue has ordering="aged" and the
+    job has a key (waiting or active); else None."""
+    if job.state not in (State.WAITING, State.ACTIVE) or not job.score:
+        return None
+    if holder.stats(lane_limit=1).ordering != "aged":
+        return None
+    from echomq.settings import DEFAULT_AGE_STEP
+
+    step = holder.settings().get("age_step", DEFAULT_AGE_STEP)
+    try:
+        return codec.aged_decode(job.score, job.priority, round(step * 1000))
+    except InvalidScore:  # age_step raised since it entered: no due time to show
+        return None
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -52,6 +52,10 @@ DEFAULT_QUEUE = "default"
 RELEASE_MARGIN = 10.0
 
 
+#: the levels of --job-log-level (echomq.joblogs.LEVELS, lower case).
+JOB_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
     """The options a worker process is started with (also passed on to supervised ones)."""
@@ -66,6 +70,7 @@ class WorkerSettings:
     progress: bool
     log_level: str = "info"
     log_jobs: bool = True
+    job_log_level: str = "info"
 
     def child_args(self) -> list[str]:
         """Command-line arguments of one supervised process (the url goes by environment)."""
@@ -87,6 +92,8 @@ class WorkerSettings:
             args += ["--timeout", repr(self.timeout)]
         if not self.log_jobs:
             args.append("--quiet-jobs")
+        if self.job_log_level != "info":
+            args += ["--job-log-level", self.job_log_level]
         return args
 
 
@@ -241,6 +248,7 @@ def build_worker(target: Any, queue: Queue | list[Queue], settings: WorkerSettin
         timeout=settings.timeout,
         grace=settings.grace,
         log_jobs=settings.log_jobs,
+        job_log_level=settings.job_log_level.upper(),
     )
 
 
@@ -397,6 +405,13 @@ def supervise(settings: WorkerSettings, processes: int, target: Any) -> int:
     show_default=True,
     help="Least severe worker log lines shown (stderr).",
 )
+@click.option(
+    "--job-log-level",
+    type=click.Choice(JOB_LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="Least severe of a handler's logging records kept in its job's log (echomq logs JOB).",
+)
 @queue_options
 def worker(
     target: str,
@@ -408,6 +423,7 @@ def worker(
     progress: bool,
     quiet_jobs: bool,
     log_level: str,
+    job_log_level: str,
     queue: str,
     url: str | None,
 ) -> None:
@@ -420,8 +436,9 @@ def worker(
     value is the job's result), served on --queue, or a factory called with
     the Queue that returns such a dict or a ready Worker. The current
     directory is importable. One INFO line per finished job (--quiet-jobs
-    drops those of completed jobs). Ctrl-C stops claiming, lets in-flight jobs
-    finish (up to --grace) and exits 0.
+    drops those of completed jobs); what a handler logs at or above
+    --job-log-level goes to its job's log (echomq logs JOB). Ctrl-C stops
+    claiming, lets in-flight jobs finish (up to --grace) and exits 0.
 
     \b
     Examples:
@@ -443,6 +460,7 @@ def worker(
         progress,
         log_level.lower(),
         log_jobs=not quiet_jobs,
+        job_log_level=job_log_level.lower(),
     )
     loaded = load_target(target)
     if processes > 1:

@@ -19,6 +19,7 @@ The engine is one class composed of one class per domain, each in its module
 - ``configuration``: the queue's settings stored on the server
 - ``maintenance``: maintain (and the schedule fires it finds due), retry_dead,
   purge_dead, drop_page
+- ``observe``: a job's log (logs), the workers registry (workers, worker_beat)
 
 Each reply is decoded by a named decoder of its domain (a function, or a
 NamedTuple naming the fields the script's header lists); script return
@@ -56,6 +57,7 @@ from echomq.engine.job_options import (
 from echomq.engine.jobs import PREVIEW_BYTES, JobCalls, NewJob
 from echomq.engine.lanes import LaneCalls
 from echomq.engine.maintenance import MAX_RETRY_CALLS, RETRY_PAGE, MaintenanceCalls
+from echomq.engine.observe import ObserveCalls
 from echomq.engine.reads import (
     EVENT_PAGE,
     FINISHED_SETS,
@@ -107,6 +109,7 @@ class Engine(
     BatchCalls,
     SettingCalls,
     MaintenanceCalls,
+    ObserveCalls,
     EngineBase,
 ):
     """Builds the calls of one queue: every domain's calls on one object.

@@ -17,6 +17,7 @@ from echomq.engine.base import EngineBase
 from echomq.engine.replies import check_code, error_for, ms, nothing
 from echomq.errors import E_CANCELLED, EchoMQError, InvalidOption, LeaseLost
 from echomq.job import Job, State, encode_payload, ms_to_datetime
+from echomq.joblogs import HEARTBEAT_LOG_BYTES, take_entry, take_text
 from echomq.lanecontrols import check_throttle
 from echomq.options import (
     DEFAULT_LEASE,
@@ -29,6 +30,7 @@ from echomq.options import (
     check_seconds,
     delay_ms,
 )
+from echomq.registry import check_worker_id
 from echomq.scripts import script
 
 T = TypeVar("T")
@@ -87,6 +89,14 @@ def decode_claim(reply: Sequence[Any]) -> Claimed:
     jobs = Claimed(Job.from_claim(row, deadline, claimed_at) for row in rows)
     if retry_at is not None:
         jobs.retry_in = max(0, retry_at - int(claimed_ms)) / 1000
+    return jobs
+
+
+def decode_claim_by(worker: str, reply: Sequence[Any]) -> Claimed:
+    """A worker's claim: each job knows its worker."""
+    jobs = decode_claim(reply)
+    for job in jobs:
+        job.worker = worker
     return jobs
 
 
@@ -164,10 +174,19 @@ def derived(call: Call[Any], parse: Callable[[Any], T]) -> Call[T]:
 class ClaimCalls(EngineBase):
     """Claiming and finishing jobs, their leases and progress, and the doorbell."""
 
-    def claim(self, n: int = 1, lease: float = DEFAULT_LEASE) -> Call[Claimed]:
-        """Lease up to ``n`` jobs in rotation order; never blocks, may return []."""
+    def claim(
+        self, n: int = 1, lease: float = DEFAULT_LEASE, *, worker: str | None = None
+    ) -> Call[Claimed]:
+        """Lease up to ``n`` jobs in rotation order; never blocks, may return [].
+
+        ``worker``: the id of the claiming worker, kept as each job's ``worker``
+        (written by the write the lease makes anyway: no command more)."""
         check_int("claim n", n, 1, MAX_CLAIM)
-        return self._script("claim", decode_claim, str(n), lease_ms(lease))
+        if worker is None:
+            return self._script("claim", decode_claim, str(n), lease_ms(lease))
+        worker_id = check_worker_id(worker)
+        decode = partial(decode_claim_by, worker_id)
+        return self._script("claim", decode, str(n), lease_ms(lease), worker_id)
 
     def complete(self, job: Job, result: Any = None) -> Call[datetime | None]:
         """Record the result; raises LeaseLost if this caller no longer holds the lease."""
@@ -186,16 +205,18 @@ class ClaimCalls(EngineBase):
         if not items:
             raise InvalidOption("complete_many needs at least one (job, result) pair")
         limit = self.options.max_payload
-        packed = orjson.dumps(
-            [
-                (
-                    job.id,
-                    lease_of(job),
-                    result if encoded else encode_payload(result, what="result", limit=limit),
-                )
-                for job, result in items
+        rows = []
+        for job, result in items:
+            row = [
+                job.id,
+                lease_of(job),
+                result if encoded else encode_payload(result, what="result", limit=limit),
             ]
-        ).decode()
+            entry = take_entry(job)  # the lines its handler logged (echomq.joblogs)
+            if entry is not None:
+                row.append(entry)
+            rows.append(row)
+        packed = orjson.dumps(rows).decode()
         decode = partial(decode_completions, items)
         return self._script("completeMany", decode, packed)
 
@@ -222,9 +243,11 @@ class ClaimCalls(EngineBase):
         error_text = bounded_text("error", error, MAX_ERROR_BYTES)
         tb_text = bounded_text("traceback", traceback or "", MAX_TRACEBACK_BYTES)
         decode = partial(decode_fail, job, f"job {job.id}: fail refused")
-        return self._script(
-            "fail", decode, job.id, token, error_text, tb_text, str(delay), *self._backoff_args
-        )
+        args = [job.id, token, error_text, tb_text, str(delay), *self._backoff_args]
+        entry = take_text(job)  # the lines its handler logged (echomq.joblogs)
+        if entry is not None:
+            args.append(entry)
+        return self._script("fail", decode, *args)
 
     def extend(self, job: Job, lease: float = DEFAULT_LEASE) -> Call[datetime | None]:
         """Renew the lease for ``lease`` seconds from now; the reply is the new deadline."""
@@ -239,8 +262,13 @@ class ClaimCalls(EngineBase):
         if not jobs:
             raise InvalidOption("extend_many needs at least one job")
         argv = [lease_ms(lease)]
+        budget = HEARTBEAT_LOG_BYTES  # all the jobs' lines together: bounded per call
         for job in jobs:
-            argv += [job.id, lease_of(job)]
+            # with the lines its handler logged since the last call (echomq.joblogs)
+            token = lease_of(job)
+            text = take_text(job, budget) or ""
+            budget = max(0, budget - len(text.encode()))
+            argv += [job.id, token, text]
         return self._script("extendMany", partial(decode_extend_many, jobs), *argv)
 
     def release(self, job: Job, delay: float = 0.0, *, throttle: float | None = None) -> Call[None]:
@@ -253,7 +281,9 @@ class ClaimCalls(EngineBase):
         wait_ms = delay_ms(delay)
         hold = "" if throttle is None else str(check_throttle(throttle))
         decode = partial(decode_release, job, f"job {job.id}: release refused", wait_ms > 0)
-        return self._script("release", decode, job.id, token, str(wait_ms), hold)
+        entry = take_text(job)  # the lines its handler logged (echomq.joblogs)
+        tail = [] if entry is None else [entry]
+        return self._script("release", decode, job.id, token, str(wait_ms), hold, *tail)
 
     def progress(self, job: Job, value: Any) -> Call[None]:
         """Store a running job's progress (JSON), only from the lease holder;

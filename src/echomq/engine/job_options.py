@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Literal, TypedDict
 
+from echomq.dedupe import Dedupe
+
 
 class JobOptions(TypedDict, total=False):
     """The options of one job to add (``add``'s keywords, an ``add_many`` item's keys)."""
@@ -22,6 +24,7 @@ class JobOptions(TypedDict, total=False):
     depends_on: Sequence[str] | None
     on_dependency_failure: Literal["dead", "run"] | None
     tags: Mapping[str, str] | None
+    dedupe: Dedupe | None
     batch: str | None
 
 

@@ -13,6 +13,7 @@ import orjson
 from echomq import ids
 from echomq.batches import MAX_CHILDREN, check_batch_id
 from echomq.call import Call
+from echomq.dedupe import dedupe_element
 from echomq.engine.base import EngineBase, find, names_a_job
 from echomq.engine.dependencies import encode_dependencies
 from echomq.engine.job_options import (
@@ -45,7 +46,6 @@ from echomq.options import (
     MAX_PAYLOAD_LIMIT,
     check_int,
     check_job_name,
-    check_key,
     check_known,
     delay_ms,
     encode_headers,
@@ -256,7 +256,7 @@ class JobCalls(EngineBase):
             attempts = self._default_attempts
         else:
             attempts = check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS)
-        key = options.get("key")
+        key, dedupe = dedupe_element(options.get("key"), options.get("dedupe"), options)
         expires, headers = options.get("expires"), options.get("headers")
         payload = encode_payload(data, limit=self.options.max_payload)
         job_id = job_id or ids.new_id()
@@ -280,13 +280,13 @@ class JobCalls(EngineBase):
                 -1 if delay is None else delay_ms(delay),
                 -1 if run_at is None else run_at_ms(run_at),
                 attempts,
-                "" if key is None else check_key(key),
+                key,
                 -1 if expires is None else expires_ms(expires),
                 "" if headers is None else encode_headers(headers),
                 deps,
                 "run" if policy == "run" and deps else "",
                 "" if tags is None else encode_tags(tags),
-                "",  # 15: dedupe (DESIGN §10 "Deduplication", another change)
+                dedupe,
                 "" if batch is None else check_batch_id(batch),
             ],
         )

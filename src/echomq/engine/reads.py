@@ -4,20 +4,21 @@ finish (watch), and its event stream (read_events, wait_for_events)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple, overload
 
 from echomq import lanepages
 from echomq.call import Call
-from echomq.engine.base import EngineBase, find
+from echomq.engine.base import EngineBase, find, names_a_job
 from echomq.engine.replies import check_code, listed_jobs, ms, pairs
 from echomq.errors import InvalidOption
-from echomq.events import EventPage, check_event_id, parse_page
+from echomq.events import Event, EventPage, check_event_id, parse_entry, parse_page
 from echomq.job import LISTED_STATES, Job, State
 from echomq.keys import group_of, lane_of
 from echomq.options import check_int, check_job_name, check_seconds
+from echomq.position import Position, decode_position
 from echomq.reports import LaneInfo, QueueStats
 from echomq.steps import Next
 from echomq.tags import MAX_FIND_COUNT, JobPage, check_cursor, encode_tags, wrap_cursor
@@ -31,6 +32,10 @@ SUMMARY_ERROR_BYTES = 1024
 #: (an entry holds up to 500 events: includes/events.lua).
 EVENT_PAGE = 20
 MAX_EVENT_PAGE = 200
+#: stream entries ``job_events`` reads by default (the newest).
+JOB_EVENT_ENTRIES = 50
+#: the most jobs one ``names`` call names.
+MAX_NAMES = 100
 #: the longest wait() (seconds): a day.
 MAX_WAIT = 86_400.0
 #: a wait's entry on the server outlives the client's own timeout by this much
@@ -100,6 +105,18 @@ def found_jobs(query: str, reply: Any) -> JobPage:
     more), then one entry per job; the position becomes ``query``'s cursor."""
     position, *entries = reply
     return JobPage(listed_jobs(entries), wrap_cursor(position, query))
+
+
+def events_of(job_id: str, reply: Any) -> list[Event]:
+    """XREVRANGE's entries (newest first): ``job_id``'s events, oldest first.
+    (redis-py gives each entry's fields as a dict; a script gives a flat list.)"""
+    entries = [
+        (entry_id, [x for pair in fields.items() for x in pair])
+        if isinstance(fields, dict)
+        else (entry_id, fields)
+        for entry_id, fields in reversed(reply)
+    ]
+    return [e for entry in entries for e in parse_entry(entry) if e.job_id == job_id]
 
 
 def stream_moved(reply: Any) -> bool:
@@ -197,6 +214,21 @@ class ReadCalls(EngineBase):
             "findJobs", parse, wanted, state or "", name or "", start, str(count), preview
         )
 
+    def names(self, job_ids: Sequence[str]) -> Call[dict[str, str | None]]:
+        """The names of up to MAX_NAMES jobs, by id (None: no such job)."""
+        given = list(job_ids)
+        check_int("job ids", len(given), 0, MAX_NAMES)
+        wanted = [job_id for job_id in given if names_a_job(job_id)]
+        if not wanted:
+            # (no job to read: a call that touches the queue's slot and reads nothing)
+            return Call(parse=lambda _: dict.fromkeys(given), command=("EXISTS", self.keys.job("")))
+
+        def decode(reply: Any) -> dict[str, str | None]:
+            found = {job_id: name or None for job_id, name in zip(wanted, reply, strict=True)}
+            return {job_id: found.get(job_id) for job_id in given}
+
+        return self._script("jobNames", decode, *wanted)
+
     def dead(self, *, offset: int = 0, count: int = 100) -> Call[list[Job]]:
         """Dead jobs, newest first, with their last error."""
         return self.jobs(State.DEAD, offset=offset, count=count)
@@ -233,6 +265,14 @@ class ReadCalls(EngineBase):
         phase, cursor = reply.more
         return pages.go_on(str(phase), str(cursor))
 
+    # -- where a job stands ---------------------------------------------------
+    def position(self, job_id: str) -> Call[Position]:
+        """Where a waiting job stands (echomq.position.Position): its rank in its
+        lane, the claims the rotation makes before it, an estimate of the wait.
+        JobNotFound for an unknown id, InvalidState for a job not waiting."""
+        find(job_id, self.queue)
+        return self._script("position", partial(decode_position, self.queue, job_id), job_id)
+
     # -- waiting for a job ----------------------------------------------------
     def watch(self, job_id: str, timeout: float) -> Call[Job | None]:
         """Register a wait on ``job_id`` for ``timeout`` seconds (server clock), or read
@@ -255,6 +295,16 @@ class ReadCalls(EngineBase):
         check_int("count", count, 1, MAX_EVENT_PAGE)
         return self._script(
             "readEvents", partial(parse_page, after=cursor, count=count), cursor, str(count)
+        )
+
+    def job_events(self, job_id: str, *, entries: int = JOB_EVENT_ENTRIES) -> Call[list[Event]]:
+        """The events of one job that the newest ``entries`` entries of the stream
+        still hold, oldest first (the stream is capped: an older job's first
+        events may be gone; an entry holds the events of one call)."""
+        check_int("entries", entries, 1, MAX_EVENT_PAGE)
+        return Call(
+            parse=partial(events_of, job_id),
+            command=("XREVRANGE", self.keys.events, "+", "-", "COUNT", entries),
         )
 
     def wait_for_events(self, after: str, timeout: float, longest: float) -> Call[bool]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +52,16 @@ class _LoopBell:
     readers: int = 0
     task: asyncio.Task[None] | None = None
     closer: AsyncGenerator[None, None] | None = None
+
+    def serving(self) -> bool:
+        """Whether the bell has readers (it stops when it has none)."""
+        return self.readers > 0
+
+    async def bump(self) -> None:
+        """Tell every reader that newer events may be there."""
+        async with self.changed:
+            self.generation += 1
+            self.changed.notify_all()
 
 
 class AsyncBell:
@@ -98,15 +109,18 @@ class AsyncBell:
 
     async def _ring(self, state: _LoopBell) -> None:
         last: str | None = None
-        while state.readers > 0:
+        while state.serving():
             try:
-                if last is None:  # (again): what it may have missed, the readers read
-                    last = (await self._sender.send(self._engine.read_events(None))).cursor
-                    await _bump(state)
-                wait = self._engine.wait_for_events(last, EVENT_BLOCK, self._sender.longest_block())
-                if await self._sender.send(wait):
-                    last = (await self._sender.send(self._engine.read_events(None))).cursor
-                    await _bump(state)
+                if last is not None:
+                    wait = self._engine.wait_for_events(
+                        last, EVENT_BLOCK, self._sender.longest_block()
+                    )
+                    if not await self._sender.send(wait):
+                        continue
+                # the first read, again after an error, or something came: the newest id
+                page = await self._sender.send(self._engine.read_events(None))
+                last = page.cursor
+                await state.bump()
             except Exception:  # the read failed (server gone, pool busy): again, later
                 last = None
                 await asyncio.sleep(BELL_PAUSE)
@@ -118,12 +132,6 @@ class AsyncBell:
         finally:
             if state.task is not None:
                 state.task.cancel()
-
-
-async def _bump(state: _LoopBell) -> None:
-    async with state.changed:
-        state.generation += 1
-        state.changed.notify_all()
 
 
 #: each asyncio sender's bell (one per queue object)
@@ -165,25 +173,40 @@ async def _pages_async(
 ) -> AsyncIterator[list[Event]]:
     bell = _async_bell(sender, engine)
     async with bell.following() as state:
-        seen = state.generation
+        seen = state.generation  # before the read: see the module's documentation
         page = await sender.send(first)
-        cursor = page.cursor
-        if after is not None and (page.events or page.missed):
-            yield page.with_notice(after)
-        caught_up = not page.full
-        while True:
-            if caught_up and not await bell.after(state, seen):
-                yield []
-                continue
-            seen = state.generation
-            page = await sender.send(engine.read_events(cursor))
-            if page.events or page.missed:
-                yield page.with_notice(cursor)
-            cursor, caught_up = page.cursor, not page.full
+        async for events in _read_on_async(sender, engine, bell, state, seen, page, after):
+            yield events
+
+
+async def _read_on_async(
+    sender: AsyncSender,
+    engine: Engine,
+    bell: AsyncBell,
+    state: _LoopBell,
+    seen: int,
+    page: EventPage,
+    after: str | None,
+) -> AsyncIterator[list[Event]]:
+    """The pages from ``page`` (read after the bell's generation was ``seen``) on."""
+    cursor = page.cursor
+    if after is not None and (page.events or page.missed):
+        yield page.with_notice(after)
+    caught_up = not page.full
+    while True:
+        if caught_up and not await bell.after(state, seen):
+            yield []
+            continue
+        seen = state.generation
+        page = await sender.send(engine.read_events(cursor))
+        if page.events or page.missed:
+            yield page.with_notice(cursor)
+        cursor, caught_up = page.cursor, not page.full
 
 
 class SyncBell:
-    """The event bell of one SyncQueue: a daemon thread while it has readers."""
+    """The event bell of one SyncQueue: a daemon thread while it has readers. It is
+    its own state (the asyncio bell keeps one per event loop)."""
 
     def __init__(self, sender: SyncSender, engine: Engine) -> None:
         self._sender = sender
@@ -194,48 +217,60 @@ class SyncBell:
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def following(self) -> Iterator[None]:
+    def following(self) -> Iterator[SyncBell]:
+        """Be one of the bell's readers (it runs while it has any)."""
         with self._changed:
             self._readers += 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
-                    target=self._ring, name="echomq-event-bell", daemon=True
+                    target=self._ring, args=(self,), name="echomq-event-bell", daemon=True
                 )
                 self._thread.start()
         try:
-            yield
+            yield self
         finally:
             with self._changed:
                 self._readers -= 1
 
-    def after(self, generation: int) -> bool:
+    def after(self, state: SyncBell, generation: int) -> bool:
         """Wait up to EVENT_BLOCK seconds for the generation to pass ``generation``."""
         with self._changed:
             return self._changed.wait_for(lambda: self.generation > generation, EVENT_BLOCK)
 
-    def _bump(self) -> None:
+    def serving(self) -> bool:
+        """Whether the bell has readers; the thread that asks ends when it has none."""
+        with self._changed:
+            if self._readers <= 0:
+                self._thread = None
+                return False
+            return True
+
+    def bump(self) -> None:
+        """Tell every reader that newer events may be there."""
         with self._changed:
             self.generation += 1
             self._changed.notify_all()
 
-    def _ring(self) -> None:
+    # generated from AsyncBell._ring by tools/unasync.py: edit that, then run it
+    def _ring(self, state: SyncBell) -> None:
         last: str | None = None
-        while True:
-            with self._changed:
-                if self._readers <= 0:
-                    self._thread = None
-                    return
+        while state.serving():
             try:
-                if last is None:
-                    last = self._sender.send(self._engine.read_events(None)).cursor
-                    self._bump()
-                wait = self._engine.wait_for_events(last, EVENT_BLOCK, self._sender.longest_block())
-                if self._sender.send(wait):
-                    last = self._sender.send(self._engine.read_events(None)).cursor
-                    self._bump()
+                if last is not None:
+                    wait = self._engine.wait_for_events(
+                        last, EVENT_BLOCK, self._sender.longest_block()
+                    )
+                    if not self._sender.send(wait):
+                        continue
+                # the first read, again after an error, or something came: the newest id
+                page = self._sender.send(self._engine.read_events(None))
+                last = page.cursor
+                state.bump()
             except Exception:  # the read failed (server gone, pool busy): again, later
                 last = None
-                threading.Event().wait(BELL_PAUSE)
+                time.sleep(BELL_PAUSE)
+
+    # end generated
 
 
 #: each blocking sender's bell (one per SyncQueue)
@@ -268,15 +303,35 @@ def _follow(
     page: EventPage,
     after: str | None,
 ) -> Iterator[Event]:
-    with bell.following():
-        cursor = page.cursor
-        if after is not None:
-            yield from page.with_notice(after)
-        caught_up = not page.full
-        while True:
-            if caught_up and not bell.after(seen):
-                continue
-            seen = bell.generation
-            page = sender.send(engine.read_events(cursor))
-            yield from page.with_notice(cursor)
-            cursor, caught_up = page.cursor, not page.full
+    with bell.following() as state:
+        for events in _read_on(sender, engine, bell, state, seen, page, after):
+            yield from events
+
+
+# generated from _read_on_async by tools/unasync.py: edit that, then run it
+def _read_on(
+    sender: SyncSender,
+    engine: Engine,
+    bell: SyncBell,
+    state: SyncBell,
+    seen: int,
+    page: EventPage,
+    after: str | None,
+) -> Iterator[list[Event]]:
+    """The pages from ``page`` (read after the bell's generation was ``seen``) on."""
+    cursor = page.cursor
+    if after is not None and (page.events or page.missed):
+        yield page.with_notice(after)
+    caught_up = not page.full
+    while True:
+        if caught_up and not bell.after(state, seen):
+            yield []
+            continue
+        seen = state.generation
+        page = sender.send(engine.read_events(cursor))
+        if page.events or page.missed:
+            yield page.with_notice(cursor)
+        cursor, caught_up = page.cursor, not page.full
+
+
+# end generated

@@ -42,9 +42,9 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from echomq.call import Call
 from echomq.errors import TRANSIENT_ERRORS, WaitTimeout
@@ -75,10 +75,6 @@ W = TypeVar("W")
 Watch = Callable[[float], Call[W | None]]
 
 
-def _timeout(job_id: str, timeout: float) -> WaitTimeout:
-    return WaitTimeout(f"job {job_id} did not finish within {timeout:g} s")
-
-
 @dataclass(slots=True)
 class _LoopWaits:
     """One event loop's subscription and the waits it serves (job id → their events)."""
@@ -89,11 +85,6 @@ class _LoopWaits:
     subscription: AsyncShardSubscription | None = None
     listener: asyncio.Task[None] | None = None
     closer: AsyncGenerator[None, None] | None = None
-
-    def wake_all(self) -> None:
-        for events in self.waiters.values():
-            for event in events:
-                event.set()
 
 
 class AsyncWaits:
@@ -108,36 +99,22 @@ class AsyncWaits:
 
     async def wait(self, job_id: str, timeout: float, watch: Watch[W]) -> W:
         """The job once it is completed or dead; WaitTimeout after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        state = await self._state(loop)
+        deadline = time.monotonic() + timeout  # the clock of asyncio's loop
+        state = await self._state(asyncio.get_running_loop())
         event = asyncio.Event()
         state.waiters.setdefault(job_id, set()).add(event)
         try:
-            subscribed = await _within(state.subscribed.wait(), deadline - loop.time())
-            pause = REGISTER_PAUSE
-            while True:
-                event.clear()
-                try:
-                    async with state.gate:
-                        job = await self._sender.send(watch(max(0.0, deadline - loop.time())))
-                except TRANSIENT_ERRORS:  # the server restarts, or the connection dropped
-                    if loop.time() + pause >= deadline:
-                        raise _timeout(job_id, timeout) from None
-                    await asyncio.sleep(pause)
-                    pause = min(REGISTER_PAUSE_CAP, pause * 2)
-                    continue
-                pause = REGISTER_PAUSE
-                if job is not None:
-                    return job
-                if not subscribed or not await _within(event.wait(), deadline - loop.time()):
-                    raise _timeout(job_id, timeout)
+            subscribed = await _woken_async(state.subscribed, deadline)
+            return await _registered_async(
+                self._sender,
+                state.gate,
+                watch,
+                _Waiting(job_id, timeout, deadline),
+                event,
+                subscribed,
+            )
         finally:
-            events = state.waiters.get(job_id)
-            if events is not None:
-                events.discard(event)
-                if not events:
-                    del state.waiters[job_id]
+            _forget(state.waiters, job_id, event)
 
     async def _state(self, loop: asyncio.AbstractEventLoop) -> _LoopWaits:
         state = self._states.get(loop)
@@ -160,18 +137,10 @@ class AsyncWaits:
                 await _close_subscription(state)
                 await asyncio.sleep(RESUBSCRIBE_PAUSE)
                 continue
-            if message is None:
-                continue
-            kind = message["type"]
-            if kind == "smessage":
-                for event in state.waiters.get(message["data"], ()):
-                    event.set()
-            elif kind == "ssubscribe":
-                if state.subscribed.is_set():  # subscribed again: messages may be lost
-                    state.wake_all()
-                state.subscribed.set()
-            elif kind == "sunsubscribe":  # the server ended it (the slot moved): again
-                await _close_subscription(state)
+            if message is not None and message["type"] == "sunsubscribe":
+                await _close_subscription(state)  # the server ended it (the slot moved): again
+            elif message is not None:
+                _deliver(message, state.waiters, state.subscribed)
 
     async def _close_with_loop(self, state: _LoopWaits) -> AsyncGenerator[None, None]:
         """Suspended until its loop finalises it (or close() does): then unsubscribes."""
@@ -213,14 +182,136 @@ async def _close_subscription(state: _LoopWaits) -> None:
         await subscription.close()
 
 
-async def _within(waiting: Any, seconds: float) -> bool:
-    """Await ``waiting`` for at most ``seconds``; False if the time ran out."""
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """One wait: its job, its timeout (seconds) and its deadline (time.monotonic)."""
+
+    job_id: str
+    timeout: float
+    deadline: float
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def timed_out(self) -> WaitTimeout:
+        return WaitTimeout(f"job {self.job_id} did not finish within {self.timeout:g} s")
+
+
+async def _woken_async(event: asyncio.Event, deadline: float) -> bool:
+    """Whether ``event`` is set by ``deadline`` (time.monotonic)."""
     try:
-        async with asyncio.timeout(max(0.0, seconds)):
-            await waiting
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            await event.wait()
     except TimeoutError:
         return False
     return True
+
+
+def _woken(event: threading.Event, deadline: float) -> bool:
+    """Whether ``event`` is set by ``deadline`` (time.monotonic)."""
+    return event.wait(max(0.0, deadline - time.monotonic()))
+
+
+async def _registered_async(
+    sender: AsyncSender,
+    gate: asyncio.Semaphore,
+    watch: Watch[W],
+    waiting: _Waiting,
+    event: asyncio.Event,
+    subscribed: bool,
+) -> W:
+    """Send the register call until it answers (the job, or what ``watch``
+    returns): again each time ``event`` is set (its id was published), after a
+    pause on a transient error; WaitTimeout at the deadline. ``subscribed``:
+    whether the subscription was confirmed in time (without it no id can be
+    heard: one call decides)."""
+    pause = REGISTER_PAUSE
+    while True:
+        event.clear()
+        try:
+            async with gate:
+                job = await sender.send(watch(waiting.left()))
+        except TRANSIENT_ERRORS:  # the server restarts, or the connection dropped
+            if time.monotonic() + pause >= waiting.deadline:
+                raise waiting.timed_out() from None
+            await asyncio.sleep(pause)
+            pause = min(REGISTER_PAUSE_CAP, pause * 2)
+            continue
+        pause = REGISTER_PAUSE
+        if job is not None:
+            return job
+        if not subscribed or not await _woken_async(event, waiting.deadline):
+            raise waiting.timed_out()
+
+
+# generated from _registered_async by tools/unasync.py: edit that, then run it
+def _registered(
+    sender: SyncSender,
+    gate: threading.Semaphore,
+    watch: Watch[W],
+    waiting: _Waiting,
+    event: threading.Event,
+    subscribed: bool,
+) -> W:
+    """Send the register call until it answers (the job, or what ``watch``
+    returns): again each time ``event`` is set (its id was published), after a
+    pause on a transient error; WaitTimeout at the deadline. ``subscribed``:
+    whether the subscription was confirmed in time (without it no id can be
+    heard: one call decides)."""
+    pause = REGISTER_PAUSE
+    while True:
+        event.clear()
+        try:
+            with gate:
+                job = sender.send(watch(waiting.left()))
+        except TRANSIENT_ERRORS:  # the server restarts, or the connection dropped
+            if time.monotonic() + pause >= waiting.deadline:
+                raise waiting.timed_out() from None
+            time.sleep(pause)
+            pause = min(REGISTER_PAUSE_CAP, pause * 2)
+            continue
+        pause = REGISTER_PAUSE
+        if job is not None:
+            return job
+        if not subscribed or not _woken(event, waiting.deadline):
+            raise waiting.timed_out()
+
+
+# end generated
+
+
+class _Flag(Protocol):
+    """An asyncio.Event or a threading.Event."""
+
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+
+
+def _deliver(
+    message: dict[str, Any], waiters: Mapping[str, Iterable[_Flag]], subscribed: _Flag
+) -> None:
+    """Hand one message of the subscription to the waits: a published id wakes the
+    waits on it; a subscription confirmed again (messages may have been lost
+    meanwhile) wakes every wait, to read its job again."""
+    kind = message["type"]
+    if kind == "smessage":
+        for event in waiters.get(message["data"], ()):
+            event.set()
+    elif kind == "ssubscribe":
+        if subscribed.is_set():
+            for events in waiters.values():
+                for event in events:
+                    event.set()
+        subscribed.set()
+
+
+def _forget(waiters: dict[str, set[Any]], job_id: str, event: Any) -> None:
+    """Take a wait's event off ``waiters`` (and its job id, with its last event)."""
+    events = waiters.get(job_id)
+    if events is not None:
+        events.discard(event)
+        if not events:
+            del waiters[job_id]
 
 
 @dataclass(slots=True)
@@ -244,7 +335,7 @@ class SyncWaits:
         self._channel = channel
         self._lock = threading.Lock()
         self._waiters: dict[str, set[threading.Event]] = {}
-        self._gate = threading.BoundedSemaphore(MAX_WATCHING)
+        self._gate: threading.Semaphore = threading.BoundedSemaphore(MAX_WATCHING)
         self._listener: _SyncListener | None = None
 
     def wait(self, job_id: str, timeout: float, watch: Watch[W]) -> W:
@@ -255,31 +346,18 @@ class SyncWaits:
             listener = self._start()
             self._waiters.setdefault(job_id, set()).add(event)
         try:
-            subscribed = listener.subscribed.wait(max(0.0, deadline - time.monotonic()))
-            pause = REGISTER_PAUSE
-            while True:
-                event.clear()
-                try:
-                    with self._gate:
-                        job = self._sender.send(watch(max(0.0, deadline - time.monotonic())))
-                except TRANSIENT_ERRORS:  # the server restarts, or the connection dropped
-                    if time.monotonic() + pause >= deadline:
-                        raise _timeout(job_id, timeout) from None
-                    time.sleep(pause)
-                    pause = min(REGISTER_PAUSE_CAP, pause * 2)
-                    continue
-                pause = REGISTER_PAUSE
-                if job is not None:
-                    return job
-                if not subscribed or not event.wait(max(0.0, deadline - time.monotonic())):
-                    raise _timeout(job_id, timeout)
+            subscribed = _woken(listener.subscribed, deadline)
+            return _registered(
+                self._sender,
+                self._gate,
+                watch,
+                _Waiting(job_id, timeout, deadline),
+                event,
+                subscribed,
+            )
         finally:
             with self._lock:
-                events = self._waiters.get(job_id)
-                if events is not None:
-                    events.discard(event)
-                    if not events:
-                        del self._waiters[job_id]
+                _forget(self._waiters, job_id, event)
 
     def _start(self) -> _SyncListener:
         """The running listener, started if there is none (the caller holds the lock)."""
@@ -312,23 +390,11 @@ class SyncWaits:
                     subscription.close()  # the server ended it (the slot moved): again
                     subscription = None
                 elif message is not None:
-                    self._deliver(listener, message)
+                    with self._lock:
+                        _deliver(message, self._waiters, listener.subscribed)
         finally:
             if subscription is not None:
                 subscription.close()
-
-    def _deliver(self, listener: _SyncListener, message: dict[str, Any]) -> None:
-        kind = message["type"]
-        with self._lock:
-            if kind == "smessage":
-                for event in self._waiters.get(message["data"], ()):
-                    event.set()
-            elif kind == "ssubscribe":
-                if listener.subscribed.is_set():  # subscribed again: messages may be lost
-                    for events in self._waiters.values():
-                        for event in events:
-                            event.set()
-                listener.subscribed.set()
 
     def connections(self) -> int:
         """How many subscription connections this queue holds (0 or 1)."""

@@ -2,7 +2,7 @@
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
--- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
+-- ARGV[7]     ordering the client opened the queue with: "composite" | "mint" | "aged"
 -- ARGV[8]     the jobs, one JSON array of arrays (one string, so a batch of
 --             thousands costs the client one argument, not nine per job):
 --             [id, name, data (JSON text), tier, lane ("" = default),
@@ -14,12 +14,15 @@
 --              ids, "" = none: see includes/dependencies.lua),
 --              "run" to run anyway when a dependency fails ("" = go dead),
 --              tags (JSON object text, keys sorted, "" = none: includes/tags.lua),
---              dedupe ("" = none), batch id ("" = none: includes/batch.lua)]
+--              dedupe ("" = a plain key, or "<mode> <window ms> <max_wait ms>":
+--              includes/dedupe.lua; only with a key),
+--              batch id ("" = none: includes/batch.lua)]
 --             depends_on may name batches (bat_…) too: the job waits until the
 --             batch has succeeded.
 --
--- Returns: the list of ids, one per job (an existing job's id where its
---          idempotency key is still alive; a job whose id exists already is
+-- Returns: the list of ids, one per job (the id of the job that stands for
+--          the add where its key holds: dropped, throttled, or its data
+--          replaced (includes/dedupe.lua); a job whose id exists already is
 --          left as it is: a client's retry after a lost reply, e.g. in a
 --          failover, must not add or reset it twice), or
 --          E_ORDERING (-3) if the queue exists with the other ordering, or
@@ -45,6 +48,7 @@
 -- @include batch
 -- @include format
 -- @include tags
+-- @include dedupe
 -- @include readers
 
 -- adds are refused while a drop's last page is this recent (ms: dropPage.lua)
@@ -68,7 +72,10 @@ end
 
 -- read phase: every idempotency key, job hash and lane the batch touches
 local ids = {}
-local key_owner, created_ids = {}, {}   -- what earlier jobs of this batch create
+local created_ids = {}   -- what earlier jobs of this batch create
+-- key -> what this batch knows of its record (includes/dedupe.lua), and
+-- job index -> the decision for its key
+local held, decided = {}, {}
 local lanes = {}
 local blocked_on = {}  -- job index -> its pending dependencies
 local reads_of = {}    -- job index -> its dependencies completed already (it reads their results)
@@ -78,10 +85,17 @@ for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
   local existing = nil
   if key ~= "" then
-    existing = key_owner[key]
-    if not existing then
-      existing = read_key("GET", idem_key(key))
-      if existing and read_key("EXISTS", job_key(existing)) == 0 then existing = nil end
+    local spec = Dedupe.spec(job[15])
+    local decision = Dedupe.decide(key, spec, now, held[key])
+    decision.spec = spec
+    decided[i] = decision
+    existing = decision.kept
+    if existing then
+      held[key] = decision.rec
+      local made = decision.rec.index  -- a job of this batch: it takes the latest data now
+      if decision.outcome == "replaced" and made then jobs[made][3] = job[3] end
+    elseif decision.behind then
+      job[12], job[13] = cjson.encode({decision.behind}), "run"
     end
   end
   -- (the meta hash exists when it holds the ordering: one EXISTS confirms a miss)
@@ -136,7 +150,13 @@ for i, job in ipairs(jobs) do
         return {E_INVALID_STATE, "batch", bid, "full", Batch.num(b, "t")}
       end
     end
-    if key ~= "" then key_owner[key] = id end
+    if key ~= "" then
+      local d = decided[i]
+      local state = d.behind and "blocked" or (Dedupe.fire(d.spec, now) and "delayed" or "waiting")
+      held[key] = {id = id, mode = d.spec.mode, window = d.spec.window, first = now,
+        state = state, lane = job[5], index = i, extra = d.behind}
+      if d.spec.mode == "debounce" then job[6], job[7] = d.spec.window, -1 end
+    end
     if job[14] ~= "" then Tags.read(job[14]) end
     read_lane(lanes, job[5])
     local lane = job[5]
@@ -159,7 +179,7 @@ end
 apply_renumber(renumber_step)
 if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
-if requested ~= "mint" and #jobs > 1 then reserve_arrivals(#jobs) end
+if requested == "composite" and #jobs > 1 then reserve_arrivals(#jobs) end
 local created = 0
 local added_to = {}  -- batch id -> children added so far (their places)
 for i, job in ipairs(jobs) do
@@ -177,7 +197,7 @@ for i, job in ipairs(jobs) do
     end
     if key ~= "" then
       fields[n + 1], fields[n + 2], n = "k", key, n + 2
-      redis.call("SET", idem_key(key), id)
+      Dedupe.hold(key, id, decided[i].spec, now, decided[i].behind)
     end
     if job[10] >= 0 then
       fields[n + 1], fields[n + 2], n = "x", fmt(now + job[10]), n + 2
@@ -233,7 +253,7 @@ for i, job in ipairs(jobs) do
       redis.call("HSET", job_key(id), unpack(fields))
       emit("added", id, lane, "nx", at)
     else
-      local score = fmt(arrival_score(requested, tier))
+      local score = fmt(arrival_score(requested, tier, now))
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "waiting", "sc", score
       redis.call("HSET", job_key(id), unpack(fields))
       enter_lane(lane, id, score)
@@ -241,6 +261,11 @@ for i, job in ipairs(jobs) do
     end
     ids[i] = id
     created = created + 1
+  elseif decided[i] and decided[i].outcome then
+    local d = decided[i]
+    local at = nil
+    if d.outcome == "replaced" and not d.rec.index then at = Dedupe.replace(d, d.spec, job[3], now) end
+    emit("deduplicated", d.kept, d.lane, "o", d.outcome, "nx", at)
   end
 end
 for _, bid in ipairs(joining_order) do

@@ -22,6 +22,8 @@
 -- @include controls
 -- @include batch
 -- @include tags
+-- @include dedupe
+-- @include logs
 -- @include retention
 
 local id, running_to = ARGV[7], ARGV[8]

@@ -24,6 +24,8 @@
 -- @include controls
 -- @include batch
 -- @include tags
+-- @include dedupe
+-- @include logs
 -- @include retention
 
 local id, first, size = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -45,8 +47,9 @@ for _, child in ipairs(page) do
     plan_recheck(lane)
     plans[#plans + 1] = {id = child, f = f, burial = bury(child, now)}  -- reads only
   elseif s == "waiting" or s == "delayed" or s == "failed" or s == "blocked" then
-    if f[3] then read_key("EXISTS", idem_key(f[3])) end
-    plans[#plans + 1] = {id = child, f = f}
+    -- its Dedupe record (includes/dedupe.lua), finished as a dead job's
+    local record = f[3] and read_key("GET", idem_key(f[3]))
+    plans[#plans + 1] = {id = child, f = f, record = record}
     quiet[#quiet + 1] = child
   end
 end
@@ -83,7 +86,8 @@ for _, plan in ipairs(plans) do
       redis.call("ZREM", K_RETRYING, child)
       redis.call("ZREM", K_BLOCKED, child)
     end
-    Batch.cancel_child(child, id, lane, f[3], now)
+    Dedupe.finish(f[3], child, now, OPT.keep_dead_ms, plan.record)
+    Batch.cancel_child(child, id, lane, now)
     orphan_dependents(child, f[4], now)
     cancelled = cancelled + 1
   end

@@ -1,6 +1,7 @@
 -- change: move a waiting or delayed job to another tier and/or lane, keeping
--- its arrival (composite: the counter in its score; mint: its id), so it
--- stands where it would had it been added with those options.
+-- its arrival (composite: the counter in its score; mint: its id; aged: its
+-- due time, the key less tier x age_step), so it stands where it would had it
+-- been added with those options.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -51,9 +52,15 @@ if tier ~= old_tier or lane ~= old_lane then
     end
   else
     -- waiting: the same arrival in the new tier and lane
-    local arrival = 0
-    if ordering() ~= "mint" then arrival = tonumber(old_score) % TIER_UNIT end
-    local score = fmt(tier * TIER_UNIT + arrival)
+    local order, score = ordering(), nil
+    if order == "aged" then
+      -- its due time kept: the key less the old tier's part, plus the new one's
+      score = fmt(aged_score(tier, tonumber(old_score) - old_tier * OPT.age_step_ms))
+    else
+      local arrival = 0
+      if order == "composite" then arrival = tonumber(old_score) % TIER_UNIT end
+      score = fmt(tier * TIER_UNIT + arrival)
+    end
     fields[#fields + 1], fields[#fields + 2] = "sc", score
     redis.call("HSET", jk, unpack(fields))
     redis.call("ZREM", old_lk, id)

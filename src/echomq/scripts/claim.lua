@@ -9,6 +9,8 @@
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     n: most jobs to claim (>= 1)
 -- ARGV[8]     lease_ms: lease length
+-- ARGV[9]     the claiming worker's id, kept as the job's field w ("" or
+--             absent: not a worker; written by the HSET the lease makes anyway)
 --
 -- Returns: {} when nothing is waiting or the queue is paused;
 --          {"wait", ms, now ms} when nothing could be claimed and the clock
@@ -43,6 +45,8 @@
 -- @include controls
 -- @include batch
 -- @include tags
+-- @include dedupe
+-- @include logs
 -- @include retention
 -- @include time
 -- @include rotation
@@ -93,7 +97,7 @@ end
 local deadline = fmt(now + lease_ms)
 local claimed_at = fmt(now)     -- kept in the job: the dashboard's claim latency reads it
 local out = {deadline, claimed_at}
-local active = Rotation.apply(plan, now, deadline, claimed_at, out)
+local active = Rotation.apply(plan, now, deadline, claimed_at, ARGV[9] or "", out)
 local leased = #out - 2
 record_queue_claims(leased, now)
 if leased == n and n < asked and plan.ring_left then

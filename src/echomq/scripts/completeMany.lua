@@ -8,7 +8,8 @@
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
 -- ARGV[7]     the jobs, one JSON array of [id, lease token the caller holds,
---             result (JSON text)]
+--             result (JSON text), and perhaps the job's log entry
+--             (includes/logs.lua: the lines its handler logged since the last call)]
 --
 -- Returns: one value per job, in order: the finish time (ms) when recorded,
 --          E_NOT_FOUND (-1) if the job does not exist,
@@ -23,6 +24,9 @@
 -- @include controls
 -- @include batch
 -- @include tags
+-- @include dedupe
+-- @include logs
+-- @include metrics
 -- @include retention
 -- @include lease
 -- @include readers
@@ -43,16 +47,18 @@ local freed = {}      -- lanes whose active slots this call gives back -> how ma
 local lane_ctl = {}
 -- the jobs with dependents (field dn), so a job without any reads no other key
 local parents = {}
+-- per job name, what this call adds to the minute's metrics (a queue with them on)
+local metrics = Metrics.batch()
 for i, item in ipairs(items) do
   local id, token = item[1], item[2]
   if first_of[id] then
     out[i] = first_of[id]  -- the same job twice in one call: answered as the first
   else
-    local jk, key_or_err, lane, has_dependents, batch = check_lease(id, token, now)
+    local jk, key_or_err, lane, has_dependents, lg, f, batch = check_lease(id, token, now)
     if jk then
       Batch.read(batch)
       if has_dependents then parents[#parents + 1] = id end
-      if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+      local record = key_or_err and read_key("GET", idem_key(key_or_err))  -- (its Dedupe record)
       lane = lane or ""
       if not freed[lane] then
         freed[#freed + 1] = lane
@@ -62,7 +68,11 @@ for i, item in ipairs(items) do
       end
       freed[lane] = (freed[lane] or 0) + 1
       done_ids[#done_ids + 1] = id
-      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, batch}
+      -- a log entry: the log is read now (a job without one reads nothing more)
+      local logged = type(item[4]) == "table" and {item[4], Logs.read(id, lg)} or false
+      -- {job key, idempotency key, result, lane, Dedupe record, log entry, batch id}
+      done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, record, logged, batch}
+      if OPT.metrics then Metrics.count(metrics, f[8], 1, f[9], f[10], f[11], now) end
       out[i] = now
     else
       -- a retried call whose first reply was lost: the same lease already completed it
@@ -75,14 +85,21 @@ end
 if #done_ids == 0 then return out end
 local victims = read_prune_completed(now, done_ids, READERS)
 local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
+Metrics.read(metrics, now)
 -- write phase
 local done_pairs = {}
 for i, id in ipairs(done_ids) do
   local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
-  redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
-  expire_idem(key, OPT.keep_completed_ms)
+  local logged = done_idem[i][6]
+  if logged then
+    local lg = Logs.append(id, logged[2], logged[1], now)
+    redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp, "lg", lg)
+  else
+    redis.call("HSET", jk, "s", "completed", "r", result, "f", stamp)
+  end
+  Dedupe.finish(key, id, now, OPT.keep_completed_ms, done_idem[i][5])
   emit("completed", id, done_idem[i][4], "rs", #result)
-  if done_idem[i][5] then Batch.moved(done_idem[i][5], {a = -1, c = 1}, id, now) end
+  if done_idem[i][7] then Batch.moved(done_idem[i][7], {a = -1, c = 1}, id, now) end
   done_pairs[#done_pairs + 1] = stamp
   done_pairs[#done_pairs + 1] = id
 end
@@ -91,6 +108,7 @@ call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
 META.add("completed", #done_ids)
 META.put("last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
+Metrics.write(metrics)
 apply_releases(releases, now)
 flush_waiting()
 for _, lane in ipairs(freed) do give_back(lane, freed[lane], lane_ctl[lane][1]) end

@@ -11,6 +11,7 @@
 --             queue's backoff, includes/backoff.lua)
 -- ARGV[12..15] the client's backoff option: base_ms, factor, cap_ms, jitter
 --             (used with -2 when no backoff is stored)
+-- ARGV[16]    the job's log entry as JSON ("" or absent = none: includes/logs.lua)
 --
 -- Returns: {"failed", fire_ms} when a retry is scheduled,
 --          {"dead", now_ms} when the job is dead,
@@ -24,6 +25,9 @@
 -- @include controls
 -- @include batch
 -- @include tags
+-- @include dedupe
+-- @include logs
+-- @include metrics
 -- @include retention
 -- @include lease
 -- @include backoff
@@ -31,7 +35,7 @@
 local id, delay = ARGV[7], tonumber(ARGV[11])
 local now = now_ms()
 -- read phase: the job, its idempotency key and (if it dies) the pruning
-local jk, key_or_err, lane, _, batch = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane, _, lg, lease_fields, batch = check_lease(id, ARGV[8], now)
 if not jk then
   -- a retried call whose first reply was lost: the same lease already failed it
   local done = key_or_err == E_LEASE_LOST and finished_by(id, ARGV[8], {failed = true, dead = true})
@@ -39,6 +43,8 @@ if not jk then
   return key_or_err
 end
 local f = read_key("HMGET", jk, "a", "m", "g", "dn")
+local entry = (ARGV[16] or "") ~= "" and cjson.decode(ARGV[16])
+local log_state = entry and Logs.read(id, lg)
 local lane = f[3] or ""
 plan_recheck(lane)
 Batch.read(batch)
@@ -47,21 +53,31 @@ if delay == -2 then
   delay = backoff_ms(math.max(1, tonumber(f[1])), client)
 end
 local retry = delay >= 0 and tonumber(f[1]) < tonumber(f[2])
-local victims = {}
+local victims, record = {}, nil
 if not retry then
-  if key_or_err then read_key("EXISTS", idem_key(key_or_err)) end
+  if key_or_err then record = read_key("GET", idem_key(key_or_err)) end
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
+-- the failed run in the minute's metrics (a queue with them on)
+local metrics = Metrics.batch()
+if OPT.metrics then
+  local lf = lease_fields
+  Metrics.count(metrics, lf[8], retry and 2 or 3, lf[9], lf[10], lf[11], now)
+  Metrics.read(metrics, now)
+end
 -- write phase
+local log_fields = {}
+if entry then log_fields = {"lg", Logs.append(id, log_state, entry, now)} end
 redis.call("ZREM", K_ACTIVE, id)
 give_back(lane, 1)
 recheck(lane, now)
 redis.call("HINCRBY", K_META, "failed", 1)
+Metrics.write(metrics)
 redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
 if retry then
   local fire = fmt(now + delay)
   ring_if_earliest(fire)
-  redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire)
+  redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "failed", "at", fire, unpack(log_fields))
   redis.call("ZADD", K_DELAYED, fire, id)
   redis.call("ZADD", K_RETRYING, fire, id)
   count_delayed(lane, 1)
@@ -70,8 +86,8 @@ if retry then
   flush_events()
   return {"failed", fire}
 end
-redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now))
-expire_idem(key_or_err, OPT.keep_dead_ms)
+redis.call("HSET", jk, "e", ARGV[9], "tb", ARGV[10], "s", "dead", "f", fmt(now), unpack(log_fields))
+Dedupe.finish(key_or_err, id, now, OPT.keep_dead_ms, record)
 redis.call("ZADD", K_DEAD, fmt(now), id)
 apply_prune(K_DEAD, victims)
 orphan_dependents(id, f[4], now)

@@ -3,7 +3,7 @@
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
--- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
+-- ARGV[7]     ordering the client opened the queue with: "composite" | "mint" | "aged"
 -- ARGV[8]     the fires, one JSON array of arrays: [schedule id, revision read,
 --             fire time ms (the stored next fire time read), next fire time ms
 --             (computed by the client from the server time it read), new job
@@ -98,7 +98,7 @@ for i, f in ipairs(fires) do
       -- max_attempts -n: none given, the stored setting at the fire, else n (as add.lua)
       local attempts = tonumber(def.m)
       if attempts < 0 then attempts = OPT.max_attempts or -attempts end
-      local score = fmt(arrival_score(order, tier))
+      local score = fmt(arrival_score(order, tier, now))
       local fields = {"n", def.n, "d", def.d, "p", tier, "m", attempts, "c", fmt(now),
         "si", id, "sf", f[3], "s", "waiting", "sc", score}
       if lane ~= "" then

@@ -54,6 +54,7 @@ READ_ONLY = frozenset(
         "stats",
         "listJobs",
         "findJobs",
+        "jobNames",
         "waitingTiers",
         "readEvents",
         "laneList",
@@ -61,6 +62,11 @@ READ_ONLY = frozenset(
         "dependencyResults",
         "dependents",
         "peekJob",
+        "position",
+        "readLog",
+        "listWorkers",
+        "readMetrics",
+        "oldestWaiting",
     }
 )
 

@@ -29,6 +29,8 @@
 -- @include controls
 -- @include batch
 -- @include tags
+-- @include dedupe
+-- @include logs
 -- @include retention
 -- @include time
 -- @include readers

@@ -11,6 +11,8 @@
 -- @include clock
 -- @include events
 -- @include tags
+-- @include dedupe
+-- @include logs
 -- @include retention
 
 local ids = {}

@@ -12,6 +12,7 @@
 --             place; later: delayed, then behind the jobs waiting then)
 -- ARGV[10]    throttle the job's lane for this many ms from now ("" = no):
 --             a handler's RateLimited (a throttle never shortens one in force)
+-- ARGV[11]    the job's log entry as JSON ("" or absent = none: includes/logs.lua)
 --
 -- Returns: 1 when released,
 --          E_NOT_FOUND (-1) if the job does not exist,
@@ -23,19 +24,23 @@
 -- @include lanes
 -- @include controls
 -- @include batch
+-- @include logs
 -- @include lease
 
 local id = ARGV[7]
 local now = now_ms()
 -- read phase: the lease, the job's lane and place
-local jk, key_or_err, lane, _, batch = check_lease(id, ARGV[8], now)
+local jk, key_or_err, lane, _, lg, _, batch = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
 Batch.read(batch)
 local f = read_key("HMGET", jk, "g", "sc", "a")
+local entry = (ARGV[11] or "") ~= "" and cjson.decode(ARGV[11])
+local log_state = entry and Logs.read(id, lg)
 read_lane({}, f[1])
 local lane = f[1] or ""
 plan_recheck(lane)
 -- write phase
+if entry then redis.call("HSET", jk, "lg", Logs.append(id, log_state, entry, now)) end
 redis.call("ZREM", K_ACTIVE, id)
 give_back(lane, 1)
 if batch then Batch.moved(batch, {a = -1}, nil, now) end

@@ -14,6 +14,8 @@
 -- @include controls
 -- @include batch
 -- @include tags
+-- @include dedupe
+-- @include logs
 -- @include retention
 -- @include readers
 

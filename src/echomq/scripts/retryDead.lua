@@ -30,6 +30,7 @@
 -- @include lanes
 -- @include controls
 -- @include batch
+-- @include dedupe
 -- @include readers
 
 local ids = {}
@@ -47,7 +48,8 @@ for _, id in ipairs(ids) do
     local f = read_key("HMGET", job_key(id), "p", "g", "k", "dd", "df", "dx", "b")
     if not f[1] then missing_job(id) end
     Batch.read(f[7])
-    if f[3] then read_key("EXISTS", idem_key(f[3])) end
+    -- its key is held again only if its record still names it (includes/dedupe.lua)
+    if f[3] then f.owned = (Dedupe.parse(read_key("GET", idem_key(f[3]))) or {}).id == id end
     read_lane(lanes, f[2])
     if f[4] then f.deps = cjson.decode(f[4]) end
     candidates[#candidates + 1] = id
@@ -117,13 +119,13 @@ end
 -- write phase
 if #moved == 0 then return {moved, kept, looked} end
 call_chunked("ZREM", K_DEAD, moved, 1)
-if order ~= "mint" and arrivals > 1 then reserve_arrivals(arrivals) end
+if order == "composite" and arrivals > 1 then reserve_arrivals(arrivals) end
 local now = fmt(now_ms())
 for _, id in ipairs(moved) do
   local jk, f = job_key(id), fields[id]
   -- a revived child of a batch is not dead any more (its callbacks that fired stay fired)
   if f[7] then Batch.moved(f[7], {d = -1}, nil, tonumber(now)) end
-  if f[3] then redis.call("PERSIST", idem_key(f[3])) end
+  if f.owned then redis.call("PERSIST", idem_key(f[3])) end
   -- it reads its completed dependencies' results again: retention keeps them
   for _, dep in ipairs(f.done) do
     redis.call("SADD", readers_key(dep), id)
@@ -140,7 +142,7 @@ for _, id in ipairs(moved) do
     end
     emit("requeued", id, f[2])
   else
-    local score = fmt(arrival_score(order, tonumber(f[1])))
+    local score = fmt(arrival_score(order, tonumber(f[1]), tonumber(now)))
     redis.call("HSET", jk, "s", "waiting", "sc", score, "a", 0, "st", 0)
     redis.call("HDEL", jk, "f", "at", "dx")
     enter_lane(f[2], id, score)

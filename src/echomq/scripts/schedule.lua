@@ -4,7 +4,7 @@
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
--- ARGV[7]     ordering the client opened the queue with: "composite" | "mint"
+-- ARGV[7]     ordering the client opened the queue with: "composite" | "mint" | "aged"
 -- ARGV[8]     schedule id
 -- ARGV[9]     the definition (JSON, includes/schedules.lua) with revision r
 -- ARGV[10]    the revision the client read (0 = none): refused if it changed

@@ -15,6 +15,8 @@
 -- @include clock
 -- @include events
 -- @include tags
+-- @include dedupe
+-- @include logs
 -- @include retention
 
 local id = ARGV[7]

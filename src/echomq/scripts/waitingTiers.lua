@@ -1,6 +1,6 @@
 -- waitingTiers: how many waiting jobs each lane holds in each tier (read-only).
 -- A lane's scores are tier * 2^32 + counter (or tier * 2^32 in mint order), so
--- one tier is one score range; the walk jumps from tier to tier with one
+-- one tier is one score range (not in aged order: no tier is reported then); the walk jumps from tier to tier with one
 -- ZRANGEBYSCORE and one ZCOUNT each, never reading the jobs themselves.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
@@ -32,9 +32,13 @@ local function walk(lk)
   return out, rest > 0 and 1 or 0
 end
 
+-- an aged key (due time + tier x age_step) holds no tier range: no tier is
+-- reported, and ``more`` says the lane holds jobs (docs/ordering.md)
+local aged = ordering() == "aged"
 local reply = {}
 for _, lane in ipairs(redis.call("LRANGE", K_RING, 0, max_lanes - 1)) do
-  local tiers, more = walk(lane_key(lane))
+  local tiers, more = {}, 1
+  if not aged then tiers, more = walk(lane_key(lane)) end
   reply[#reply + 1] = lane
   reply[#reply + 1] = tiers
   reply[#reply + 1] = more

@@ -7,9 +7,12 @@ dashboard changes nothing that a program using echomq could not.
     GET  /api/info                          mode, refresh interval, server, eviction
     GET  /api/queues                        every shown queue: counts, totals, rate
     GET  /api/queues/{q}                    one queue: counts, ring, weights, tiers, throughput
-    GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=)
-    GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits; a long
-                                            field (data, result, …) as its first 64 KiB
+    GET  /api/queues/{q}/jobs?state=…       a page of job summaries (waiting: one lane, ?group=;
+                                            ?cursor= pages by cursor, "" the first page)
+    GET  /api/queues/{q}/find?tags=k=v …    the jobs carrying every tag (&state=, &name=, &cursor=)
+    GET  /api/queues/{q}/jobs/{id}          one job, every field, the score's bits, its events
+                                            the stream still holds; a long field (data,
+                                            result, …) as its first 64 KiB
     GET  /api/queues/{q}/jobs/{id}/fields/{f}  that field whole, as a download
     GET  /api/score?tier=&counter= | ?score=  the score codec
     GET  /api/audit                         recent actions, newest first
@@ -20,11 +23,14 @@ dashboard changes nothing that a program using echomq could not.
     POST /api/queues/{q}/dead/retry         {"ids": [...]} or {"all": true}
     POST /api/queues/{q}/dead/purge         {"ids": [...]} or {"all": true}
     POST /api/queues/{q}/drop               {"confirm": q}: delete the queue for good
+    POST /api/queues/{q}/found/{retry|remove|cancel}  {"tags", "state", "name", "cursor"}: one
+                                            step of a bulk action on a search (echomq.web.bulk)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -36,12 +42,17 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from echomq.engine import PREVIEW_BYTES
-from echomq.errors import InvalidOption, JobNotFound
-from echomq.job import LISTED_STATES
+from echomq.errors import InvalidOption, InvalidState, JobNotFound
+from echomq.job import LISTED_STATES, State
+from echomq.metrics import KEPT_MINUTES
 from echomq.queue import Queue
 from echomq.score import encode
-from echomq.web import metrics, views
+from echomq.settings import DEFAULT_AGE_STEP
+from echomq.tags import JobPage, parse_tag_args
+from echomq.web import bulk, metrics, views
+from echomq.web.bulk import act_on_found
 from echomq.web.guard import ActionGuard, ActionRefused, AuditLog, audit_text
+from echomq.web.jobmetrics import JobHistogramCollector, JobHistograms
 from echomq.web.metrics import DEFAULT_LANE_LABEL, ClaimLatency
 from echomq.web.registry import QueueRegistry, gather_bounded
 from echomq.web.sampler import Throughput
@@ -88,6 +99,8 @@ class Dashboard:
     #: the server's maxmemory-policy if it may evict keys (echomq.sending.eviction)
     eviction_policy: str | None = None
     downloads: DownloadSlots = field(default_factory=DownloadSlots)
+    #: the run and wait histograms of /metrics, added up minute by minute
+    job_histograms: JobHistograms = field(default_factory=JobHistograms)
 
 
 class JSONResponse(Response):
@@ -187,8 +200,12 @@ async def list_jobs(request: Request) -> Response:
     if state not in JOB_STATES:
         raise InvalidOption(f"state {state!r} is not one of {', '.join(JOB_STATES)}")
     group = group_param(request.query_params.get("group")) if state == "waiting" else None
-    offset = int_param(request, "offset", 0, 0, 10**9)
     count = int_param(request, "count", PAGE_SIZE, 1, MAX_PAGE)
+    cursor = request.query_params.get("cursor")
+    if cursor is not None:  # the page's lists: a job that moves is not shown twice in a row
+        page = await queue.jobs(state, cursor=cursor, count=count, group=group, summary=True)
+        return page_response(page, state=state, count=count)
+    offset = int_param(request, "offset", 0, 0, 10**9)
     # one row more than asked tells whether a next page exists
     jobs = await queue.jobs(state, offset=offset, count=count + 1, group=group, summary=True)
     return JSONResponse(
@@ -198,6 +215,34 @@ async def list_jobs(request: Request) -> Response:
             "count": count,
             "more": len(jobs) > count,
             "jobs": [views.job_summary(j) for j in jobs[:count]],
+        }
+    )
+
+
+async def find_jobs(request: Request) -> Response:
+    queue = await queue_of(request)
+    params = request.query_params
+    tags = parse_tag_args(params.get("tags", "").split())
+    count = int_param(request, "count", PAGE_SIZE, 1, MAX_PAGE)
+    page = await queue.find(
+        tags,
+        state=params.get("state") or None,
+        name=params.get("name") or None,
+        cursor=params.get("cursor") or None,
+        count=count,
+        summary=True,
+    )
+    return page_response(page, tags=tags, count=count)
+
+
+def page_response(page: JobPage, **about: Any) -> Response:
+    """A cursor page: its job summaries, the cursor after it (null: the last page)."""
+    return JSONResponse(
+        {
+            **about,
+            "cursor": page.cursor,
+            "more": page.cursor is not None,
+            "jobs": [views.job_summary(j) for j in page.jobs],
         }
     )
 
@@ -213,8 +258,41 @@ async def job_detail(request: Request) -> Response:
         dependents: dict[str, Any] | None = (await queue.dependents(job_id)).to_dict()
     except JobNotFound:  # removed since: its fields are shown as read
         dependents = None
+    try:
+        log = [views.log_line(line) for line in await queue.logs(job_id)]
+    except JobNotFound:  # removed since: its fields are shown as read
+        log = []
     download = f"/api/queues/{queue.name}/jobs/{job_id}/fields/"
-    return JSONResponse({**views.job_detail(preview, download), "dependents": dependents})
+    timeline = [event.to_dict() for event in await queue.job_events(job_id)]
+    detail = {
+        **views.job_detail(preview, download),
+        "dependents": dependents,
+        "events": timeline,
+        "position": None,
+        "log": log,
+    }
+    if preview.job.state is State.WAITING:
+        # where it stands (docs/ordering.md "Where a job stands"); a job claimed
+        # or removed since it was read has none
+        with contextlib.suppress(InvalidState, JobNotFound):
+            detail["position"] = (await queue.position(job_id)).to_dict()
+    stats = await queue.stats(lane_limit=1)
+    if stats.ordering == "aged":
+        step = (await queue.settings()).get("age_step", DEFAULT_AGE_STEP)
+        detail["aged_key"] = views.aged_view(preview.job, round(step * 1000))
+    return JSONResponse(detail)
+
+
+async def job_metrics(request: Request) -> Response:
+    queue = await queue_of(request)
+    minutes = int_param(request, "minutes", 60, 1, KEPT_MINUTES)
+    points = await queue.metrics(minutes=minutes)
+    return JSONResponse(views.metrics_view(points, minutes))
+
+
+async def list_workers(request: Request) -> Response:
+    queue = await queue_of(request)
+    return JSONResponse([views.worker_view(w) for w in await queue.workers()])
 
 
 async def _sent_whole(text: str, slots: DownloadSlots) -> AsyncIterator[bytes]:
@@ -295,7 +373,20 @@ async def prometheus(request: Request) -> Response:
     queues = [await d.registry.get(name) for name in d.registry.names()]
     snapshot = await gather_bounded([partial(q.stats, lane_limit=LANE_LIMIT) for q in queues])
     lanes = await gather_bounded([partial(q.lanes, LANE_LIMIT) for q in queues])
-    body = metrics.render(snapshot, d.latency, lanes)
+    histograms = d.job_histograms
+    reads = [partial(q.metrics, minutes=histograms.minutes_to_read(q.name)) for q in queues]
+    for q, points in zip(queues, await gather_bounded(reads), strict=True):
+        histograms.update(q.name, points)
+    waits = [
+        partial(q.oldest_waiting, list(s.lanes)[:LANE_LIMIT])
+        for q, s in zip(queues, snapshot, strict=True)
+    ]
+    oldest = {
+        q.name: {metrics.lane_label(group): seconds for group, seconds in found.items()}
+        for q, found in zip(queues, await gather_bounded(waits), strict=True)
+    }
+    jobs = JobHistogramCollector(histograms, oldest)
+    body = metrics.render(snapshot, d.latency, lanes, jobs)
     return Response(
         body,
         media_type="text/plain; version=0.0.4; charset=utf-8",
@@ -428,8 +519,11 @@ def routes() -> list[Route]:
         Route("/api/queues", list_queues),
         Route(q, queue_detail),
         Route(q + "/jobs", list_jobs),
+        Route(q + "/find", find_jobs),
         Route(q + "/jobs/{job_id}", job_detail),
         Route(q + "/jobs/{job_id}/fields/{field}", job_field),
+        Route(q + "/workers", list_workers),
+        Route(q + "/metrics", job_metrics),
         Route(q + "/batches/{batch_id}", batch_detail),
         Route("/api/score", score),
         Route("/api/audit", audit),
@@ -442,5 +536,13 @@ def routes() -> list[Route]:
         Route(q + "/dead/retry", action("retry_dead", retry_dead), methods=["POST"]),
         Route(q + "/dead/purge", action("purge_dead", purge_dead), methods=["POST"]),
         Route(q + "/drop", action("drop", drop), methods=["POST"]),
+        *(
+            Route(
+                q + f"/found/{kind}",
+                action(f"{kind} found", partial(act_on_found, kind)),
+                methods=["POST"],
+            )
+            for kind in bulk.KINDS
+        ),
         Route(q + "/batches/cancel", action("cancel_batch", cancel_batch), methods=["POST"]),
     ]

@@ -3,7 +3,8 @@
 ``GET /api/queues/{queue}/events`` answers ``text/event-stream``. Each read
 of the queue's stream becomes one message of type ``events`` whose ``id`` is
 the last event's id and whose data is ``{"count": n, "events": [...]}``
-(the last LIVE_EVENTS events of the read, as ``Event.to_dict``, so a burst
+(the last LIVE_EVENTS events of the read, as ``Event.to_dict`` with the
+job's ``name`` (JobNames), so a burst
 of thousands of events is one small message). A comment line is sent each
 second nothing happens, so a closed tab is noticed within a second. A
 response ends after LIFETIME seconds (so a stopping dashboard is never held
@@ -18,6 +19,7 @@ them), so many open tabs leave the queue's connections to the rest of the API.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 
 import orjson
@@ -25,29 +27,52 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from echomq.events import Event, check_event_id
+from echomq.queue import Queue
 from echomq.web.api import queue_of
 
 #: events of one read sent to the page (the count says how many there were).
 LIVE_EVENTS = 50
 #: seconds one response streams before the browser is asked to reconnect.
 LIFETIME = 30.0
+#: job names one stream keeps (see JobNames).
+NAMES_KEPT = 10_000
 #: milliseconds the browser waits before it reconnects.
 RETRY_MS = 500
 
 
-def _message(events: list[Event]) -> bytes:
-    data = orjson.dumps(
-        {"count": len(events), "events": [e.to_dict() for e in events[-LIVE_EVENTS:]]}
-    )
+class JobNames:
+    """The names of the jobs the events name, read once per job (a job's name never
+    changes): one read-only call per message for the ids not seen yet, the last
+    NAMES_KEPT kept."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.known: OrderedDict[str, str | None] = OrderedDict()
+
+    async def of(self, events: list[Event]) -> dict[str, str | None]:
+        wanted = {e.job_id for e in events if e.job_id}
+        missing = [job_id for job_id in wanted if job_id not in self.known]
+        if missing:
+            self.known.update(await self.queue.names(missing))
+            while len(self.known) > NAMES_KEPT:
+                self.known.popitem(last=False)
+        return {job_id: self.known.get(job_id) for job_id in wanted}
+
+
+async def _message(events: list[Event], names: JobNames) -> bytes:
+    shown = events[-LIVE_EVENTS:]
+    named = await names.of(shown)
+    rows = [{**e.to_dict(), "name": named.get(e.job_id or "")} for e in shown]
+    data = orjson.dumps({"count": len(events), "events": rows})
     return b"id: " + events[-1].id.encode() + b"\nevent: events\ndata: " + data + b"\n\n"
 
 
-async def _stream(pages: AsyncIterator[list[Event]]) -> AsyncIterator[bytes]:
+async def _stream(pages: AsyncIterator[list[Event]], names: JobNames) -> AsyncIterator[bytes]:
     yield f"retry: {RETRY_MS}\n\n".encode()
     ends = time.monotonic() + LIFETIME
     try:
         async for events in pages:
-            yield _message(events) if events else b": idle\n\n"
+            yield await _message(events, names) if events else b": idle\n\n"
             if time.monotonic() >= ends:
                 return
     finally:
@@ -61,4 +86,5 @@ async def queue_events(request: Request) -> Response:
         check_event_id(after)
     pages = queue.event_pages(after)
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(_stream(pages), media_type="text/event-stream", headers=headers)
+    stream = _stream(pages, JobNames(queue))
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)

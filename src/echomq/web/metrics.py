@@ -175,9 +175,13 @@ def render(
     snapshot: Sequence[QueueStats],
     latency: ClaimLatency,
     lanes: Sequence[list[LaneInfo]] = (),
+    jobs: Collector | None = None,
 ) -> bytes:
-    """The exposition text for one scrape (``lanes``: each queue's ``lanes()``)."""
+    """The exposition text for one scrape (``lanes``: each queue's ``lanes()``;
+    ``jobs``: the run and wait histograms, echomq.web.jobmetrics)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StatsCollector(snapshot, lanes))
     registry.register(latency.histogram)
+    if jobs is not None:
+        registry.register(jobs)
     return generate_latest(registry)

@@ -10,7 +10,10 @@ import dataclasses
 from typing import Any
 
 from echomq.batches import BatchStatus
-from echomq.job import Job
+from echomq.job import Job, State
+from echomq.joblogs import LogLine
+from echomq.metrics import MetricPoint
+from echomq.registry import WorkerInfo
 from echomq.reports import JobPreview, LaneInfo, QueueStats, TierCounts
 from echomq.schedules import ScheduleInfo
 from echomq.score import COUNTER_BITS, TIER_BITS, decode
@@ -78,13 +81,32 @@ def job_detail(preview: JobPreview, download: str) -> dict[str, Any]:
         "key": job.key,
         "run_at": job.run_at,
         "claimed_at": job.claimed_at,
+        "worker": job.worker,
+        "duration": job.duration,
         "lease_deadline": job.lease_deadline,
         "dependencies": job.dependencies,
+        "pending": job.pending,
         "schedule_id": job.schedule_id,
         "fire_time": job.fire_time,
         "batch": job.batch,
         "score_fields": score_view(job.score),
         "truncated": truncated,
+    }
+
+
+def aged_view(job: Job, age_step_ms: int) -> dict[str, Any] | None:
+    """A waiting job's aged lane key read back (docs/ordering.md "The aged
+    ordering"): key = due time + tier × age_step, all in ms; None for a job
+    with no key (not waiting or active)."""
+    if job.state not in (State.WAITING, State.ACTIVE) or not job.score:
+        return None
+    due = job.score - job.priority * age_step_ms
+    return {
+        "key": job.score,
+        "tier": job.priority,
+        "age_step_ms": age_step_ms,
+        "due_ms": due,
+        "tier_part_ms": job.priority * age_step_ms,
     }
 
 
@@ -166,3 +188,61 @@ def batch_view(status: BatchStatus) -> dict[str, Any]:
     view["finished"] = status.finished
     view["progress"] = round(status.finished / status.total, 4) if status.total else 1.0
     return view
+
+
+def log_line(line: LogLine) -> dict[str, Any]:
+    """One line of a job's log (echomq.joblogs)."""
+    return {"at": line.at, "attempt": line.attempt, "level": line.level, "message": line.message}
+
+
+def worker_view(worker: WorkerInfo) -> dict[str, Any]:
+    """One running worker (echomq.registry)."""
+    return {
+        "id": worker.id,
+        "host": worker.host,
+        "pid": worker.pid,
+        "queues": worker.queues,
+        "concurrency": worker.concurrency,
+        "started_at": worker.started_at,
+        "seen_at": worker.seen_at,
+        "running": worker.running,
+    }
+
+
+def _bound(value: float | None) -> float | None:
+    """A percentile's bucket bound for JSON (None: no job, or past the last bound)."""
+    return None if value is None or value == float("inf") else value
+
+
+def metrics_view(points: list[MetricPoint], minutes: int) -> dict[str, Any]:
+    """The server's per-minute metrics by job name: per minute its counts and the
+    p50 / p95 of run and wait (the bucket bounds that hold them: echomq.metrics),
+    and the totals over the window."""
+    names: dict[str, list[MetricPoint]] = {}
+    for point in points:
+        names.setdefault(point.name, []).append(point)
+    out = []
+    for name in sorted(names):
+        mine = names[name]
+        out.append(
+            {
+                "name": name,
+                "completed": sum(p.completed for p in mine),
+                "failed": sum(p.failed for p in mine),
+                "dead": sum(p.dead for p in mine),
+                "points": [
+                    {
+                        "minute": p.minute,
+                        "completed": p.completed,
+                        "failed": p.failed,
+                        "dead": p.dead,
+                        "run_p50": _bound(p.run.quantile(0.5)),
+                        "run_p95": _bound(p.run.quantile(0.95)),
+                        "wait_p50": _bound(p.wait.quantile(0.5)),
+                        "wait_p95": _bound(p.wait.quantile(0.95)),
+                    }
+                    for p in mine
+                ],
+            }
+        )
+    return {"minutes": minutes, "names": out}

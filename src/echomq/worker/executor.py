@@ -33,7 +33,8 @@ from typing import Any
 from echomq.control import RateLimited, Retry, Unrecoverable, set_current_job
 from echomq.errors import EchoMQError, JobNotFound, LeaseLost, PayloadError
 from echomq.escaping import escape_line
-from echomq.job import Job, State, encode_payload
+from echomq.job import Job, State, encode_payload, on_job_loop, running_loop
+from echomq.joblogs import JobLog
 from echomq.queue import Queue
 from echomq.worker.completions import CompletionBatcher
 from echomq.worker.handlers import HandlerSpec, Middleware, UnknownNames
@@ -106,6 +107,7 @@ class Runtime:
     loop: asyncio.AbstractEventLoop
     handler_done: Callable[[], None]  # a handler returned or raised: its slot is free
     log_jobs: bool = True  # one INFO line per completed job
+    log_level: str = "INFO"  # a handler's records at or above it go to its job's log
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +236,8 @@ class Execution:
         if spec is None:
             return self._unknown()
         self.job._progress_sink = self._report_progress
+        # what the handler logs (job.log, its logging records: echomq.worker.logcapture)
+        self.job._log = JobLog(self.job.attempts, self._rt.log_level)
         set_current_job(self.job)  # this task's context (and its threads')
         if spec.timeout is None:  # no timer to arm
             try:
@@ -330,16 +334,12 @@ class Execution:
     def _report_progress(self, job: Job, value: Any) -> Awaitable[None]:
         queue, loop = self._rt.queue, self._rt.loop
         encode_payload(value, what="progress", limit=queue.options.max_payload)  # fail fast
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
+        if running_loop() is loop:
             # a task, so the report is sent even by a handler that forgets to await it
             task = loop.create_task(queue.progress(job, value))
             task.add_done_callback(_retrieve)
             return task
-        asyncio.run_coroutine_threadsafe(queue.progress(job, value), loop).result(PROGRESS_TIMEOUT)
+        on_job_loop(queue.progress(job, value), loop, PROGRESS_TIMEOUT)
         return _Stored()
 
     # -- recording the outcome ---------------------------------------------

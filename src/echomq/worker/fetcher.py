@@ -79,7 +79,7 @@ class Fetcher:
 
     async def claim(self, free: int) -> list[Job]:
         """Claim up to ``free`` jobs."""
-        jobs = await self._queue.claim(free, self._lease)
+        jobs = await self._queue.claim(free, self._lease, worker=self._worker_id)
         self._retry_in = jobs.retry_in
         return jobs
 

@@ -22,7 +22,10 @@ its own retry. Two guards, because either alone has a gap:
   while it holds the GIL.
 
 The child gets a copy of the job (``current_job()`` works; progress does not:
-it has no connection). Arguments and results cross as pickles of JSON values.
+it has no connection). What the task logs (``job.log``, ``logging`` records at
+or above the worker's ``job_log_level``) crosses the pipe as it happens and
+joins the job's log in the worker (echomq.worker.logcapture). Arguments and
+results cross as pickles of JSON values.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from concurrent.futures import Future
 from functools import partial
@@ -45,7 +49,9 @@ from typing import Any
 from echomq.control import Retry, Unrecoverable, set_current_job
 from echomq.errors import EchoMQError
 from echomq.job import Job
+from echomq.joblogs import JobLog, cut_message
 from echomq.tasks import AnyTask
+from echomq.worker.logcapture import install_in_job_process
 from echomq.worker.threads import DaemonThreads
 
 #: how the job's process is started.
@@ -108,9 +114,10 @@ async def run_in_process(
     receiver, sender = ctx.Pipe(duplex=False)
     lifeline, held = ctx.Pipe(duplex=False)  # the worker holds `held` until the job ends
     copy = Job(**{name: getattr(job, name) for name in _JOB_FIELDS})
+    level = None if job._log is None else job._log.level
     process = ctx.Process(  # type: ignore[attr-defined]
         target=_child,
-        args=(fn.__module__, fn.__qualname__, copy, sender, lifeline),
+        args=(fn.__module__, fn.__qualname__, copy, sender, lifeline, level),
         name=f"echomq-job-{job.id}",
         daemon=True,
     )
@@ -124,7 +131,7 @@ async def run_in_process(
         finally:
             sender.close()
             lifeline.close()
-        return await _outcome(process, receiver, threads, loop)
+        return await _outcome(process, receiver, threads, loop, job._log)
     finally:
         held.close()
 
@@ -134,10 +141,11 @@ async def _outcome(
     receiver: Connection,
     threads: DaemonThreads,
     loop: asyncio.AbstractEventLoop,
+    log: JobLog | None,
 ) -> Any:
     """The started job process's reply, as the task's return value or exception."""
     # the thread owns the receiver from here on, and is the one that reaps the process
-    waiting = threads.submit(partial(_result, process, receiver))
+    waiting = threads.submit(partial(_result, process, receiver, log))
     try:
         kind, value = await asyncio.wrap_future(waiting, loop=loop)
     except BaseException:  # cut short: the process dies before the attempt is recorded
@@ -171,10 +179,16 @@ def _kill(process: BaseProcess, waiting: Future[Any] | None) -> None:
         waiting.result(REAP_TIMEOUT)
 
 
-def _result(process: BaseProcess, receiver: Connection) -> tuple[str, Any]:
-    """The child's message, once the child is reaped (runs on a thread)."""
+def _result(process: BaseProcess, receiver: Connection, log: JobLog | None) -> tuple[str, Any]:
+    """The child's message, once the child is reaped (runs on a thread); the
+    lines it logged before (``("log", (at, level, message))``) go to ``log``."""
     try:
         message: tuple[str, Any] = receiver.recv()
+        while message[0] == "log":
+            if log is not None:
+                at, level, text = message[1]
+                log.add(level, text, at)
+            message = receiver.recv()
     except EOFError:
         message = ("error", ("the job's process ended without a reply", ""))
     finally:
@@ -235,25 +249,59 @@ def watch_lifeline(lifeline: Connection) -> None:
     threading.Thread(target=watch, name="echomq-lifeline", daemon=True).start()
 
 
-def _child(module: str, qualname: str, job: Job, sender: Connection, lifeline: Connection) -> None:
+class _PipeLog(JobLog):
+    """A job's log in its own process: each line crosses the pipe to the worker at
+    once (a local write), which keeps it with the job's other lines."""
+
+    def __init__(self, attempt: int, level: str, sender: Connection) -> None:
+        super().__init__(attempt, level)
+        self._sender = sender
+
+    def add(self, level: str, message: str, at: float | None = None) -> None:
+        line = (time.time() if at is None else at, level, cut_message(message))
+        _reply(self._sender, ("log", line))
+
+
+#: one message at a time on the pipe (a thread of the task may log as it ends).
+_SEND_LOCK = threading.Lock()
+
+
+def _reply(sender: Connection, message: tuple[str, Any]) -> None:
+    with _SEND_LOCK:
+        sender.send(message)
+
+
+def _child(
+    module: str,
+    qualname: str,
+    job: Job,
+    sender: Connection,
+    lifeline: Connection,
+    level: str | None = None,
+) -> None:
     global _in_job_process
     _in_job_process = True
     die_with_parent()
     watch_lifeline(lifeline)
+    if level is not None:  # the records of this process are the job's (logcapture)
+        job._log = _PipeLog(job.attempts, level, sender)
+        install_in_job_process(job, level)
     try:
         target: Any = importlib.import_module(module)
         for part in qualname.split("."):
             target = getattr(target, part)
         set_current_job(job)
         run = target.run_job if hasattr(target, "run_job") else target
-        sender.send(("ok", run(job)))
+        _reply(sender, ("ok", run(job)))
     except Retry as exc:
-        sender.send(("retry", (exc.delay, exc.reason)))
+        _reply(sender, ("retry", (exc.delay, exc.reason)))
     except Unrecoverable as exc:
-        sender.send(("unrecoverable", str(exc)))
+        _reply(sender, ("unrecoverable", str(exc)))
     except BaseException as exc:
-        sender.send(
-            ("error", (f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
+        _reply(
+            sender,
+            ("error", (f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)))),
         )
     finally:
+        job._log = None  # (a record logged while the process ends goes nowhere)
         sender.close()

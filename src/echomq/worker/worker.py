@@ -25,10 +25,11 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from echomq.errors import EchoMQError, InvalidOption, JobNotFound, LeaseLost
-from echomq.job import Job
+from echomq.job import Job, running_loop
+from echomq.joblogs import check_level
 from echomq.options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE,
@@ -54,7 +55,10 @@ from echomq.worker.handlers import (
 )
 from echomq.worker.isolation import check_not_in_job_process
 from echomq.worker.leases import Heartbeat
+from echomq.worker.logcapture import start_capture, stop_capture
 from echomq.worker.maintenance import Maintenance
+from echomq.worker.registration import Registration
+from echomq.worker.relaying import RelayThread, check_relay
 from echomq.worker.resilience import TRANSIENT, Pauses
 from echomq.worker.slots import SlotPool
 from echomq.worker.threads import DaemonThreads
@@ -102,6 +106,15 @@ class Worker:
     is logged in one INFO line (id, name, duration, outcome; every job-derived
     value escaped); ``log_jobs=False`` drops those of completed jobs, for high
     rates (failures are still logged).
+
+    ``relay`` (an ``echomq.outbox.Outbox`` or ``Relay``) also runs that
+    outbox's relay while the worker runs, on a thread of its own, adding to
+    the first queue's server (docs/outbox.md).
+    A handler's ``job.log(message)`` and its ``logging`` records at or above
+    ``job_log_level`` (default INFO) go to its job's log (``q.logs``; echomq.joblogs),
+    sent with the heartbeats and the outcome. The worker registers itself in
+    each queue (``q.workers()``, echomq.registry) under ``id``, refreshed every
+    heartbeat; each job it claims records it (``job.worker``).
     """
 
     def __init__(
@@ -125,6 +138,8 @@ class Worker:
         unknown_dead_after: float = DEFAULT_UNKNOWN_DEAD_AFTER,
         weights: Sequence[int] | None = None,
         log_jobs: bool = True,
+        relay: Any = None,
+        job_log_level: str | int = "INFO",
     ) -> None:
         self.queues = _check_queues(queue)
         self.queue = self.queues[0]
@@ -159,6 +174,10 @@ class Worker:
         if not isinstance(log_jobs, bool):
             raise InvalidOption(f"log_jobs {log_jobs!r} is not a bool; allowed True or False")
         self.log_jobs = log_jobs
+        self.relay = check_relay(relay)
+        self.job_log_level = check_level(job_log_level)
+        #: this worker's id in the workers registry and in the jobs it runs (job.worker)
+        self.id = uuid.uuid4().hex[:12]
         self._sessions: list[_Session] = []
         self._stop_early: bool | None = None  # stop() before run(): None, or immediate?
 
@@ -193,10 +212,7 @@ class Worker:
             self._stop_early = immediate or bool(self._stop_early)
             return
         loop = sessions[0].loop
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
+        on_loop = running_loop() is loop
         for session in sessions:
             if on_loop:
                 session.request_stop(immediate)
@@ -220,6 +236,10 @@ class Worker:
                 session.request_stop(self._stop_early)
             self._stop_early = None
         signals = self._install_signals(loop) if install_signals else []
+        relaying = None if self.relay is None else RelayThread(self.relay, self.queue.url)
+        if relaying is not None:
+            relaying.start()
+        start_capture(self.job_log_level)
         names = ", ".join(q.name for q in self.queues)
         log.info(
             "worker on queue %s: concurrency %d, lease %.1f s, handlers %s",
@@ -231,6 +251,9 @@ class Worker:
         try:
             await _serve_all(self._sessions)
         finally:
+            if relaying is not None:
+                await relaying.stop()
+            stop_capture(self.job_log_level)
             for sig in signals:
                 loop.remove_signal_handler(sig)
             self._sessions = []
@@ -356,7 +379,15 @@ class _Session:
         self.slot_freed = asyncio.Event()
         self.maintenance = Maintenance(queue, worker.maintenance_interval)
         self.fetcher = Fetcher(
-            queue, lease=worker.lease, maintenance=self.maintenance, worker_id=uuid.uuid4().hex
+            queue, lease=worker.lease, maintenance=self.maintenance, worker_id=worker.id
+        )
+        self.registration = Registration(
+            queue,
+            worker.id,
+            queues=[q.name for q in worker.queues],
+            concurrency=concurrency,
+            interval=worker.heartbeat,
+            running=lambda: list(self.executions),
         )
         self._short = False  # the last claim left slots free: wait for work next
         self._restarted_at = float("-inf")  # the last try to start the embedded server
@@ -378,6 +409,7 @@ class _Session:
             loop,
             self._handler_done,
             worker.log_jobs,
+            worker.job_log_level,
         )
 
     def request_stop(self, immediate: bool) -> None:
@@ -389,6 +421,7 @@ class _Session:
         background = [
             self.loop.create_task(self.heartbeat.run(), name="echomq-heartbeat"),
             self.loop.create_task(self.maintenance.run_periodically(), name="echomq-maintenance"),
+            self.loop.create_task(self.registration.run(), name="echomq-registration"),
         ]
         try:
             await self._serve_until_stopped()
@@ -400,6 +433,7 @@ class _Session:
                 task.cancel()
             await asyncio.wait(background, timeout=CANCEL_GRACE)  # bounded, whatever they do
             await self.completions.close()
+            await self.registration.leave()
             self.threads.close()
 
     async def _serve_until_stopped(self) -> None:

@@ -201,10 +201,11 @@ end
 
 -- Write phase: the child ``id`` of the cancelled batch ``bid``, not started
 -- (taken out of its lane or set by the caller), ends cancelled: it never runs.
-function Batch.cancel_child(id, bid, lane, key, now)
+-- Its idempotency key is the caller's (Dedupe.finish: this include comes
+-- before includes/dedupe.lua).
+function Batch.cancel_child(id, bid, lane, now)
   redis.call("HSET", job_key(id), "s", "cancelled", "f", fmt(now))
   redis.call("ZADD", K_CANCELLED, fmt(now), id)
-  if key and key ~= "" then redis.call("PEXPIRE", idem_key(key), math.max(1, OPT.keep_dead_ms)) end
   emit("cancelled", id, lane)
   Batch.moved(bid, {x = 1}, nil, now)
 end

@@ -11,11 +11,6 @@ local function now_ms()
   return call_now
 end
 
--- Integers up to 2^53 as exact decimal strings (tostring would round them).
-local function fmt(n)
-  return string.format("%.0f", n)
-end
-
 -- Run a variadic command over a long argument list in slices (unpack has a
 -- C-stack limit): call_chunked("ZADD", key, {s1, m1, s2, m2, ...}, 2).
 local CHUNK = 2000

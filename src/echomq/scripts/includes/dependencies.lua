@@ -86,7 +86,7 @@ local function kill_dependent(id, f, parent, why, now)
   count_delayed(f[4], -1)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   emit("dead", id, f[4], "e", "dependency " .. parent .. " " .. why)
-  expire_idem(f[5], OPT.keep_dead_ms)
+  Dedupe.finish(f[5], id, now, OPT.keep_dead_ms)
   orphan_dependents(id, f[6], now)
   if f[8] then Batch.moved(f[8], {d = 1}, id, now) end
   wake_waiters(id, now)
@@ -113,7 +113,7 @@ local function apply_releases(plan, now)
           killed[id] = true
         elseif redis.call("HINCRBY", job_key(id), "dp", -1) <= 0 then
           order = order or ordering()
-          local score = fmt(arrival_score(order, tonumber(f[3]) or 0))
+          local score = fmt(arrival_score(order, tonumber(f[3]) or 0, now))
           redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
           redis.call("HDEL", job_key(id), "dp")
           redis.call("ZREM", K_BLOCKED, id)

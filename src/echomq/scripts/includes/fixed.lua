@@ -141,8 +141,23 @@ local function start_call(KEYS, ARGV)
     concurrency = tonumber(s.concurrency),
     rate_max = tonumber(s.rate_max),
     rate_per = tonumber(s.rate_per_ms),
+    -- the aged ordering's step per tier (docs/ordering.md), ms (settings.DEFAULT_AGE_STEP)
+    age_step_ms = tonumber(s.age_step_ms or 60000),
+    -- per-minute metrics (includes/metrics.lua): stored only
+    metrics = s.metrics == "1",
   }
   for i = 1, #call_resets do call_resets[i]() end
+end
+
+-- Integers up to 2^53 as exact decimal strings (tostring would round them):
+-- an integer by C's integer printing ("%d"), several times cheaper than the
+-- floating-point "%.0f", which is kept for anything else (a fraction rounds).
+local function fmt(n)
+  n = n + 0  -- a numeric string as its number, as "%.0f" takes it
+  if n % 1 == 0 and n > -9007199254740992 and n < 9007199254740992 then
+    return string.format("%d", n)
+  end
+  return string.format("%.0f", n)
 end
 
 -- The meta hash's counters and stamps (w, added, completed, ev, last, …),
@@ -155,12 +170,25 @@ end
 -- its new value later in the call is the same as HINCRBY, whoever else
 -- (another client, an older version) writes the field between calls.
 local META = {}
-on_call(function() META.known, META.changed = {}, nil end)
+-- META.known (field -> value read, false: absent), META.changed (field -> true)
+-- and META.fields (flush's HSET arguments) are tables made once, at FUNCTION
+-- LOAD, and emptied for each call: a call allocates no table of its own for
+-- them (a table built and resized per call is garbage the server's Lua
+-- collector pays for after the call: benchmarks/RESULTS.md, call_cost).
+META.known, META.changed, META.fields = {}, {}, {}
+on_call(function()
+  if META.dirty then
+    for name in pairs(META.known) do META.known[name] = nil end
+    for name in pairs(META.changed) do META.changed[name] = nil end
+  end
+  META.dirty = nil
+end)
 
 function META.read(...)
-  local names = {...}
   local values = redis.call("HMGET", K_META, ...)
-  for i, name in ipairs(names) do META.known[name] = values[i] end
+  local known, names = META.known, {...}
+  for i = 1, #names do known[names[i]] = values[i] end
+  META.dirty = true
   return values
 end
 
@@ -187,21 +215,21 @@ function META.put(name, value)
     return
   end
   META.known[name] = value
-  META.changed = META.changed or {}
   META.changed[name] = true
 end
 
 -- Write the changed fields (end_call does it: no script can forget).
 function META.flush()
-  if not META.changed then return end
-  local fields = {}
+  if not META.dirty then return end
+  local fields, n = META.fields, 0
   for name in pairs(META.changed) do
     local value = META.known[name]
-    fields[#fields + 1] = name
-    fields[#fields + 1] = type(value) == "number" and string.format("%.0f", value) or value
+    fields[n + 1] = name
+    fields[n + 2] = type(value) == "number" and fmt(value) or value
+    n = n + 2
+    META.changed[name] = nil
   end
-  redis.call("HSET", K_META, unpack(fields))
-  META.changed = nil
+  if n > 0 then redis.call("HSET", K_META, unpack(fields, 1, n)) end
 end
 
 -- The last thing every call runs, on its reply (the wrapper adds it).

@@ -245,9 +245,19 @@ local function reserve_arrivals(k)
   reserved_next, reserved_last = cur + 1, cur + k
 end
 
--- The lane score of a job that becomes waiting now.
-local function arrival_score(order, tier)
+-- The aged ordering's key (docs/ordering.md): the job's due time (ms) plus
+-- tier x age_step (ms); equal keys sort by member, the time-ordered job id.
+-- At most about 2^41 + 2^21 x 2^27 < 2^49: a double holds it exactly.
+local function aged_score(tier, due)
+  if not due then error({err = "ERR echomq: an aged lane key needs the job's due time"}) end
+  return tonumber(due) + tonumber(tier) * OPT.age_step_ms
+end
+
+-- The lane score of a job that becomes waiting now; ``due``: its due time
+-- (ms), which only the aged ordering uses.
+local function arrival_score(order, tier, due)
   if order == "mint" then return tier * TIER_UNIT end
+  if order == "aged" then return aged_score(tier, due) end
   if reserved_next <= reserved_last then
     reserved_next = reserved_next + 1
     return tier * TIER_UNIT + reserved_next - 1
@@ -267,7 +277,7 @@ end
 -- rebase due and no renumbering running), else nil. Reads only;
 -- reserve_arrivals(k) then hands out exactly these.
 local function foresee_arrivals(order, k)
-  if order == "mint" then return 0 end
+  if order ~= "composite" then return 0 end
   local cur = tonumber(redis.call("GET", K_COUNTER) or "0")
   if cur > REBASE_AT or cur + k > MAX_COUNTER or renumber_state() then return nil end
   return cur

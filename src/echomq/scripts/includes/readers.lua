@@ -29,8 +29,9 @@ local READERS = {budget = 100}  -- most readers checked per call
 -- without dependents costs one HMGET.
 function READERS.read(id, hold)
   -- (with s, which every job has: a job without dn is found, not probed)
-  local f = read_key("HMGET", job_key(id), "dn", "s", "tg")
+  local f = read_key("HMGET", job_key(id), "dn", "s", "tg", "lg")
   if f[3] then hold.tags[id] = f[3] end  -- its tags, should it go (includes/tags.lua)
+  if f[4] then hold.logs[id] = f[4] end  -- its log, should it go (includes/logs.lua)
   if not f[1] then return false end
   if read_key("SCARD", dependents_key(id)) > 0 then return true end
   local rk = readers_key(id)

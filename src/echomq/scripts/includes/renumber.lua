@@ -116,7 +116,7 @@ local function read_renumber(takes, base, ...)
   -- the lanes' view of the renumbering (renumber_state, includes/lanes.lua): read here
   renumbering = state[1] and {stage = state[1], next = tonumber(state[6]) or 1} or false
   local meta = {state[7] or nil, state[8] or nil, state[9] or nil}
-  if state[7] == "mint" then return nil, meta end
+  if state[7] and state[7] ~= "composite" then return nil, meta end
   local plan = {budget = (base or RENUMBER_BUDGET) + 2 * takes, stage = state[1]}
   if not plan.stage then
     -- a claim that takes no counter cannot bring it closer to 2^32: the next

@@ -1,8 +1,9 @@
 -- Finished jobs: dead letters, and pruning finished sets by age and count.
 --
--- An idempotency key outlives its job's completion by the retention age: it
--- is given that TTL when the job completes or dies (add also checks that the
--- job it names still exists), so pruning never has to look it up.
+-- An idempotency key (a Dedupe record, includes/dedupe.lua) outlives its
+-- job's completion by the retention age or its window: Dedupe.finish gives it
+-- that TTL when the job completes or dies (add also checks that the job it
+-- names still exists), so pruning never has to look it up.
 --
 -- Pruning is planned (read_prune: every key it will delete is read) before
 -- the script's first write, and done (apply_prune) after the script's own
@@ -59,13 +60,6 @@ local function prune_waiters(now)
   return #gone
 end
 
--- Give a finished job's idempotency key the retention age as its TTL.
-local function expire_idem(key, ttl_ms)
-  if key and key ~= "" then
-    redis.call("PEXPIRE", idem_key(key), math.max(1, ttl_ms))
-  end
-end
-
 -- The jobs of a finished set past its age or count, oldest first, at most
 -- PRUNE_BUDGET. ``adding`` lists the ids this call is about to add to the set
 -- (scored now, so newer than every job there): they count towards the count
@@ -106,23 +100,28 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper)
   end
   if not keeper then
     -- (with s, which every job has: a job without tags is found, not probed)
-    local tags = {}
+    local tags, logs = {}, {}
     for _, id in ipairs(victims) do
-      tags[id] = read_key("HMGET", job_key(id), "tg", "s")[1] or nil
+      local f = read_key("HMGET", job_key(id), "tg", "s", "lg")
+      tags[id], logs[id] = f[1] or nil, f[3] and true or nil
       Tags.read(tags[id])  -- the indexes it leaves (a job without tags: none)
+      Logs.read_gone(id, f[3])  -- its log (a job that logged nothing: none)
     end
-    victims.existing, victims.tags = existing, tags
+    victims.existing, victims.tags, victims.logs = existing, tags, logs
     return victims
   end
   -- completed jobs a dependent may still read are kept (includes/readers.lua)
-  local hold = {left = keeper.budget, forget = {}, drop = {}, tags = {}}
+  local hold = {left = keeper.budget, forget = {}, drop = {}, tags = {}, logs = {}}
   local kept, held = {}, {}
   for _, id in ipairs(victims) do
     if keeper.read(id, hold) then held[#held + 1] = id else kept[#kept + 1] = id end
   end
   kept.held, kept.forget, kept.drop, kept.now = held, hold.forget, hold.drop, now
-  for _, id in ipairs(kept) do Tags.read(hold.tags[id]) end
-  kept.tags = hold.tags
+  for _, id in ipairs(kept) do
+    Tags.read(hold.tags[id])
+    Logs.read_gone(id, hold.logs[id])
+  end
+  kept.tags, kept.logs = hold.tags, hold.logs
   kept.existing = existing
   return kept
 end
@@ -182,7 +181,11 @@ local function apply_prune(zkey, victims)
   end
   for i = 1, #victims, 500 do
     local hashes = {}
-    for j = i, math.min(i + 499, #victims) do hashes[#hashes + 1] = job_key(victims[j]) end
+    for j = i, math.min(i + 499, #victims) do
+      local id = victims[j]
+      hashes[#hashes + 1] = job_key(id)
+      if victims.logs and victims.logs[id] then hashes[#hashes + 1] = Logs.key(id) end
+    end
     redis.call("DEL", unpack(hashes))
   end
   call_chunked("ZREM", zkey, victims, 1)
@@ -191,23 +194,29 @@ end
 
 -- Read what deleting a job touches besides its hash (for drop_job): its
 -- idempotency key and whether it still names the job, its tags
--- (includes/tags.lua); and the job's lane (nil: the default lane).
+-- (includes/tags.lua), its log (includes/logs.lua); and the job's lane (nil:
+-- the default lane).
 local function read_idem(id)
-  local f = read_key("HMGET", job_key(id), "s", "k", "g", "tg")
+  local f = read_key("HMGET", job_key(id), "s", "k", "g", "tg", "lg")
   if not f[1] then missing_job(id) end
   local key = f[2]
-  local idem = {tags = f[4] or nil}
+  local idem = {tags = f[4] or nil, log = f[5] and true or nil}
   Tags.read(idem.tags)  -- the indexes it leaves
-  if key then idem.key, idem.owned = key, read_key("GET", idem_key(key)) == id end
+  Logs.read_gone(id, f[5])  -- its log
+  if key then idem.record = Dedupe.read_release(key, id) end
   return idem, f[3]
 end
 
 -- Delete one job's hash and its idempotency key if it still names the job;
 -- ``idem`` is what read_idem read before the script's first write.
 local function drop_job(id, idem)
-  if idem and idem.owned then redis.call("DEL", idem_key(idem.key)) end
+  if idem then Dedupe.release(idem.record) end
   if idem and idem.tags then Tags.unindex(id, idem.tags) end
-  redis.call("DEL", job_key(id))
+  if idem and idem.log then
+    redis.call("DEL", job_key(id), Logs.key(id))
+  else
+    redis.call("DEL", job_key(id))
+  end
   wake_waiters(id, nil)
 end
 
@@ -244,7 +253,7 @@ local function bury(id, now, err, burial)
   local f = burial.fields
   local jk = job_key(id)
   redis.call("HSET", jk, "s", "dead", "f", fmt(now), "e", err)
-  expire_idem(f[1], OPT.keep_dead_ms)
+  Dedupe.finish(f[1], id, now, OPT.keep_dead_ms)
   redis.call("ZADD", K_DEAD, fmt(now), id)
   apply_prune(K_DEAD, burial.victims)
   orphan_dependents(id, f[4], now)

@@ -406,7 +406,7 @@ end
 
 -- Lease one job (its fields as the plan read them, ``h``): one write of its
 -- hash. A job past its expiry is dead instead; returns whether it was leased.
-function Rotation.lease(id, h, now, deadline, claimed_at, out)
+function Rotation.lease(id, h, now, deadline, claimed_at, worker, out)
   if h[16] and tonumber(h[16]) <= now then
     emit("expired", id, h[4])
     bury(id, now, "Expired: not started before its expiry time " .. h[16] .. " (ms, server clock)")
@@ -414,14 +414,16 @@ function Rotation.lease(id, h, now, deadline, claimed_at, out)
   end
   if h[21] and Batch.seen[h[21]] then
     if Batch.seen[h[21]].f.k then
-      Batch.cancel_child(id, h[21], h[4], h[12], now)
+      Dedupe.finish(h[12], id, now, OPT.keep_dead_ms)  -- (its key read by the plan)
+      Batch.cancel_child(id, h[21], h[4], now)
       return false
     end
     Batch.moved(h[21], {a = 1}, nil, now)
   end
   local attempts, claims = (tonumber(h[5]) or 0) + 1, (tonumber(h[15]) or 0) + 1
+  -- w: the worker that claimed it ("" for a claim not made by a worker)
   redis.call("HSET", job_key(id), "s", "active", "a", attempts, "cl", claims, "l", deadline,
-    "ca", claimed_at)
+    "ca", claimed_at, "w", worker)
   emit("claimed", id, h[4], "a", attempts)
   h[5], h[15] = attempts, claims
   table.insert(h, 1, id)
@@ -445,7 +447,7 @@ end
 -- Write phase: the rotation's steps, then the turn, the virtual tail, the
 -- served counts and the lanes' claims. Appends the leased jobs' rows to
 -- ``out``; returns the active set's entries (deadline, id pairs).
-function Rotation.apply(p, now, deadline, claimed_at, out)
+function Rotation.apply(p, now, deadline, claimed_at, worker, out)
   local active = {}
   for _, step in ipairs(p.steps) do
     local kind, lane = step[1], step[2]
@@ -456,7 +458,7 @@ function Rotation.apply(p, now, deadline, claimed_at, out)
         if p.lost[id] then
           emit("lost", id, lane)  -- its hash gone: dropped (meta "lost", the stats' totals)
           redis.call("HINCRBY", K_META, "lost", 1)
-        elseif Rotation.lease(id, p.jobs[id], now, deadline, claimed_at, out) then
+        elseif Rotation.lease(id, p.jobs[id], now, deadline, claimed_at, worker, out) then
           active[#active + 1] = deadline
           active[#active + 1] = id
         end

@@ -47,7 +47,7 @@ local function read_due(now, limit)
   for i, id in ipairs(due) do
     -- a hash that is gone on a stable slot (a drop() raced an add; during a
     -- migration read_key raised TRYAGAIN) is dropped by promote, counted
-    local f = read_key("HMGET", job_key(id), "p", "g")
+    local f = read_key("HMGET", job_key(id), "p", "g", "at")
     fields[i] = f
     read_lane(lanes, f[2])
   end
@@ -57,8 +57,12 @@ local function read_due(now, limit)
     plan.scores = {}
     local next_counter = base
     for i, f in ipairs(fields) do
-      if f[1] then
-        if order ~= "mint" then next_counter = next_counter + 1 end
+      if f[1] and order == "aged" then
+        -- due at its run time (the at field; its delayed score if absent)
+        local at = tonumber(f[3]) or tonumber(redis.call("ZSCORE", K_DELAYED, due[i]))
+        plan.scores[i] = fmt(aged_score(f[1], at))
+      elseif f[1] then
+        if order == "composite" then next_counter = next_counter + 1 end
         plan.scores[i] = fmt(tonumber(f[1]) * TIER_UNIT + next_counter)
       end
     end
@@ -75,16 +79,16 @@ local function promote(plan)
   -- the due jobs are the lowest ranks of the delayed set: one removal
   redis.call("ZREMRANGEBYRANK", K_DELAYED, 0, #due - 1)
   call_chunked("ZREM", K_RETRYING, due, 1)
-  if plan.scores and order ~= "mint" then
+  if plan.scores and order == "composite" then
     redis.call("SET", K_COUNTER, plan.counter_after)
-  elseif not plan.scores and order ~= "mint" and #due > 1 then
+  elseif not plan.scores and order == "composite" and #due > 1 then
     reserve_arrivals(#due)
   end
   local promoted = 0
   for i, id in ipairs(due) do
     local f = plan.fields[i]
     if f[1] then
-      local score = plan.scores and plan.scores[i] or fmt(arrival_score(order, tonumber(f[1])))
+      local score = plan.scores and plan.scores[i] or fmt(arrival_score(order, tonumber(f[1]), tonumber(f[3])))
       redis.call("HSET", job_key(id), "s", "waiting", "sc", score)
       count_delayed(f[2], -1)
       enter_lane(f[2], id, score)
@@ -153,7 +157,7 @@ local function reap(plan, now)
         local err = "stalled: lease expired " .. stalls .. " times"
         redis.call("HSET", jk, "st", stalls, "s", "dead", "f", fmt(now), "e", err)
         emit("dead", id, f[3], "e", err)
-        expire_idem(f[5], OPT.keep_dead_ms)
+        Dedupe.finish(f[5], id, now, OPT.keep_dead_ms)
         orphan_dependents(id, f[6], now)
         if f[7] then Batch.moved(f[7], {a = -1, d = 1}, id, now) end
         dead_pairs[#dead_pairs + 1] = fmt(now)

@@ -24,8 +24,12 @@ const ui = {
   detail: null,
   jobState: "waiting",
   jobLane: "",
-  jobOffset: 0,
-  deadOffset: 0,
+  // cursor paging: each list keeps the pages it went through, {cursor, first row}
+  jobPages: [{ cursor: "", first: 0 }],
+  deadPages: [{ cursor: "", first: 0 }],
+  search: null, // {tags, state, name}: the jobs list shows what find() finds
+  bulkStop: false, // set by Stop: a bulk action ends after its current step
+  listVersion: 0, // bumped when a list changes what it shows (a refresh started before draws none)
   inspect: null,
   deadSelected: new Set(),
   token: sessionStorage.getItem(TOKEN_KEY),
@@ -181,6 +185,10 @@ function select(name) {
   ui.queue = name;
   ui.detail = null;
   ui.jobLane = "";
+  ui.search = null;
+  resetPages("jobPages");
+  resetPages("deadPages");
+  ui.metrics = null; ui.metricsAt = 0; ui.metricsName = null; // the new queue's at once
   ui.deadSelected.clear();
   follow();
   history.replaceState(null, "", `#q=${encodeURIComponent(name)}`);
@@ -377,11 +385,14 @@ function renderJobTabs() {
   const counts = ui.detail ? ui.detail.counts : {};
   $("job-tabs").replaceChildren(...STATES.map((s) => el("button", {
     type: "button", class: s === ui.jobState ? "tab active" : "tab", dataset: { state: s },
-    onclick: () => { ui.jobState = s; ui.jobOffset = 0; refreshSoon(); },
+    onclick: () => { ui.jobState = s; ui.search = null; resetPages("jobPages"); refreshList("jobPages"); },
   }, `${s} `, el("span", { class: "muted", text: num(counts[s]) }))));
   if (!ui.jobLane && ui.detail && ui.detail.lanes.length) ui.jobLane = ui.detail.lanes[0].label;
   const select = $("job-lane");
-  select.hidden = ui.jobState !== "waiting";
+  select.hidden = ui.jobState !== "waiting" || ui.search !== null;
+  if (ui.search) for (const tab of $("job-tabs").children) tab.classList.remove("active");
+  $("search-shown").hidden = ui.search === null;
+  if (ui.search) $("search-what").textContent = searchText(ui.search);
   const labels = ui.detail ? ui.detail.lanes.map((l) => l.label) : [];
   if (!labels.includes("(default)")) labels.unshift("(default)");
   if ([...select.options].map((o) => o.value).join() !== labels.join()) {
@@ -390,19 +401,93 @@ function renderJobTabs() {
   select.value = ui.jobLane || "(default)";
 }
 
-// "rows 51–100" with Previous/Next; ``key`` is the ui field holding the offset.
+// Cursor paging: ``key`` is the ui field holding the list's pages, the shown one last.
+function resetPages(key) { ui[key] = [{ cursor: "", first: 0 }]; }
+function shownPage(key) { return ui[key][ui[key].length - 1]; }
+
+// "rows 51–100" with Previous/Next (a search's page may be short: it looks at a bounded
+// number of jobs per call, and Next goes on while the server says there is more).
 function renderPager(id, page, key) {
-  const first = page.jobs.length ? page.offset + 1 : 0;
+  const pages = ui[key];
+  const at = shownPage(key).first;
+  const first = page.jobs.length ? at + 1 : at;
   $(id).replaceChildren(
-    el("button", { type: "button", class: "small", text: "‹ Previous", disabled: page.offset === 0,
-      dataset: { page: "prev" }, onclick: () => { ui[key] = Math.max(0, page.offset - PAGE); refreshSoon(); } }),
-    el("span", { class: "muted", text: ` rows ${num(first)}–${num(page.offset + page.jobs.length)} ` }),
+    el("button", { type: "button", class: "small", text: "‹ Previous", disabled: pages.length === 1,
+      dataset: { page: "prev" }, onclick: () => { pages.pop(); refreshList(key); } }),
+    el("span", { class: "muted", text: ` rows ${num(first)}–${num(at + page.jobs.length)} ` }),
     el("button", { type: "button", class: "small", text: "Next ›", disabled: !page.more,
-      dataset: { page: "next" }, onclick: () => { ui[key] = page.offset + PAGE; refreshSoon(); } }));
+      dataset: { page: "next" },
+      onclick: () => { pages.push({ cursor: page.cursor, first: at + page.jobs.length }); refreshList(key); } }));
+}
+
+// -- search: find() by tags, with a state and a name; a job id opens the inspector
+function searchText(search) {
+  return [search.tags, search.state && `state ${search.state}`, search.name && `name ${search.name}`]
+    .filter(Boolean).join(", ");
+}
+
+function runSearch(event) {
+  event.preventDefault();
+  const text = $("search-tags").value.trim();
+  if (/^job_\S+$/.test(text)) { inspect(text); return; }
+  if (!text) { toast("search by tags: key=value (e.g. customer=42), or a job id", "error"); return; }
+  ui.search = { tags: text, state: $("search-state").value, name: $("search-name").value.trim() };
+  resetPages("jobPages");
+  refreshList("jobPages");
+}
+
+// A bulk action on every job the search finds, a step (one page) per request
+// until the search ends or Stop is pressed; each step is guarded and audited.
+async function bulkFound(kind) {
+  const search = ui.search;
+  if (!search || !confirm(`${kind} every job found by ${searchText(search)} in ${ui.queue}?`)) return;
+  const [bar, status, stop] = [$("bulk-progress"), $("bulk-status"), $("bulk-stop")];
+  ui.bulkStop = false;
+  bar.hidden = false;
+  bar.removeAttribute("value"); // indeterminate: a search does not know its total in advance
+  stop.hidden = false;
+  let cursor = "";
+  let looked = 0;
+  let done = 0;
+  try {
+    do {
+      const step = await act(qpath(`/found/${kind}`),
+        { tags: search.tags, state: search.state, name: search.name, cursor });
+      looked += step.looked;
+      done += step.done;
+      cursor = step.cursor;
+      status.textContent = `${kind}: ${num(done)} done, ${num(looked - done)} skipped${cursor ? "…" : ""}`;
+    } while (cursor && !ui.bulkStop);
+    toast(`${kind}: ${num(done)} job(s)${cursor ? " (stopped)" : ""}`, "ok");
+  } catch (err) {
+    toast(`${kind} refused: ${err.message}`, "error");
+  } finally {
+    bar.value = 1;
+    bar.max = 1;
+    stop.hidden = true;
+    refreshSoon();
+  }
+}
+
+function clearSearch() {
+  ui.search = null;
+  resetPages("jobPages");
+  refreshList("jobPages");
+}
+
+function jobsPath() {
+  const cursor = encodeURIComponent(shownPage("jobPages").cursor);
+  if (ui.search) {
+    const s = ui.search;
+    return qpath(`/find?tags=${encodeURIComponent(s.tags)}&state=${encodeURIComponent(s.state)}`
+      + `&name=${encodeURIComponent(s.name)}&count=${PAGE}&cursor=${cursor}`);
+  }
+  const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
+  return qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&cursor=${cursor}${lane}`);
 }
 
 function renderJobs(page) {
-  renderPager("jobs-pager", page, "jobOffset");
+  renderPager("jobs-pager", page, "jobPages");
   setRows($("jobs").tBodies[0], page.jobs.map((job) => el("tr", {
     class: "clickable", dataset: { jobId: job.id }, onclick: () => inspect(job.id),
   },
@@ -412,7 +497,7 @@ function renderJobs(page) {
 }
 
 function renderDead(page) {
-  renderPager("dead-pager", page, "deadOffset");
+  renderPager("dead-pager", page, "deadPages");
   $("no-dead").hidden = page.jobs.length > 0;
   const ids = new Set(page.jobs.map((j) => j.id));
   for (const id of [...ui.deadSelected]) if (!ids.has(id)) ui.deadSelected.delete(id);
@@ -480,19 +565,57 @@ function someIds(total, shown, what) {
   return `${total} ${what}: ${shown.join(", ")}${more}`;
 }
 
+// "2 of 5 pending: job_a, job_b, … (and 3 more)", each id a link to the inspector
+const SHOWN_DEPENDENCIES = 10;
+function dependencyField(job) {
+  const ids = job.dependencies || [];
+  if (!ids.length) return field("depends on", null);
+  const pending = job.pending === null || job.pending === undefined ? 0 : job.pending;
+  const links = [];
+  for (const id of ids.slice(0, SHOWN_DEPENDENCIES)) {
+    if (links.length) links.push(", ");
+    links.push(el("a", { href: "#", class: "mono", text: id, dataset: { inspect: id },
+      onclick: (e) => { e.preventDefault(); inspect(id); } }));
+  }
+  const more = ids.length > SHOWN_DEPENDENCIES ? ` (and ${num(ids.length - SHOWN_DEPENDENCIES)} more)` : "";
+  return el("tr", {}, el("th", { text: "depends on" }),
+    el("td", {}, `${num(pending)} of ${num(ids.length)} pending: `, ...links, more));
+}
+
+// The job's story: its events the stream still holds, oldest first (the stream is
+// capped, so an old job's first events may be gone: the creation time says when it began).
+function timeline(job) {
+  const events = job.events || [];
+  const detail = (e) => e.error || (e.next_run ? `next run ${new Date(e.next_run).toLocaleTimeString()}` : "")
+    || (e.attempt ? `attempt ${e.attempt}` : "");
+  const rows = events.map((e) => el("tr", {},
+    el("td", { class: "when", text: e.at ? new Date(e.at).toLocaleTimeString() : "" }),
+    el("td", { text: e.kind }), el("td", { text: detail(e) })));
+  const note = events.length && events[0].kind === "added" ? null
+    : el("p", { class: "muted small", text: events.length
+      ? "earlier events are no longer in the queue's event stream"
+      : "none of its events are in the queue's recent event stream" });
+  return el("div", { class: "timeline" }, el("h4", { text: "events" }), note,
+    rows.length ? el("table", { class: "jobs", id: "timeline" }, el("tbody", {}, ...rows)) : null);
+}
+
 function renderInspector(job) {
   const fields = el("table", { class: "fields" },
     field("id", job.id), field("name", job.name), field("state", job.state), field("lane", job.lane),
     field("tier (priority)", job.priority), field("attempts", `${job.attempts} of ${job.max_attempts}`),
     field("stalls", job.stalls), field("idempotency key", job.key), field("created", job.created_at),
     field("run at", job.run_at), field("claimed", job.claimed_at), field("lease until", job.lease_deadline),
-    field("finished", job.finished_at), field("depends on", (job.dependencies || []).join(", ") || null),
+    field("finished", job.finished_at),
+    field("run time", job.duration === null || job.duration === undefined ? null : `${job.duration.toFixed(3)} s`),
+    field("worker", job.worker), dependencyField(job),
     field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
     field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null),
     field("batch", job.batch));
+  const score = job.aged_key !== undefined ? agedKeyView(job.aged_key) : scoreFigure(job.score_fields);
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
-    el("h4", { text: "score" }), scoreFigure(job.score_fields), progressView(job.progress)))];
+    positionView(job.position), el("h4", { text: "score" }), score, progressView(job.progress)))];
+  parts.push(timeline(job));
   const cut = job.truncated || {};
   const json = (v) => JSON.stringify(v, null, 2);
   parts.push(...longField("data", job.data, cut.data, json, null, true));
@@ -502,6 +625,7 @@ function renderInspector(job) {
   for (const name of ["progress", "headers", "dependencies"]) {
     if (cut[name]) parts.push(...longField(name, null, cut[name], String, null, true));
   }
+  parts.push(el("h4", { text: `log (${(job.log || []).length} lines)` }), logView(job.log || []));
   $("inspector").replaceChildren(...parts);
   $("inspector").dataset.jobId = job.id;
   $("inspector").dataset.state = job.state;
@@ -531,6 +655,104 @@ async function loadBatch(batchId, jobId) {
   $("inspector").append(box);
 }
 
+// A job's log: one row per line (time, attempt, level, message as text: never markup).
+function logView(lines) {
+  if (!lines.length) return el("p", { class: "muted", text: "nothing logged" });
+  return el("pre", { class: "job-log" }, ...lines.map((l) => el("span", { class: `log-${l.level.toLowerCase()}`,
+    text: `${l.at.slice(11, 23)}Z  #${l.attempt}  ${l.level.padEnd(8)} ${l.message}\n` })));
+}
+
+// -- server-side metrics per job name ----------------------------------------------
+const SPARKS = "▁▂▃▄▅▆▇█";
+function sparkline(values) {
+  const top = Math.max(0, ...values);
+  return values.map((v) => (v === 0 || top === 0 ? " " : SPARKS[Math.min(7, Math.floor((v * 8 - 1) / top))])).join("");
+}
+const secs = (v) => (v === null || v === undefined ? "–" : v < 1 ? `≤${Math.round(v * 1000)} ms` : `≤${v} s`);
+
+// one value per minute of the window, oldest first (a minute without jobs: 0)
+function perMinute(points, minutes, key) {
+  const last = Math.floor(Date.now() / 60000);
+  const width = Math.min(minutes, 120);
+  const step = Math.ceil(minutes / width);
+  const out = new Array(width).fill(0);
+  for (const p of points) {
+    const slot = width - 1 - Math.floor((last - Math.floor(Date.parse(p.minute) / 60000)) / step);
+    if (slot >= 0 && slot < width) out[slot] += p[key];
+  }
+  return out;
+}
+
+function renderMetrics(m) {
+  ui.metrics = m;
+  $("no-metrics").hidden = m.names.length > 0;
+  setRows($("metrics").tBodies[0], m.names.map((n) => {
+    const runs = n.points.filter((p) => p.run_p50 !== null);
+    const worst = (k) => (runs.length ? Math.max(...runs.map((p) => p[k] || 0)) : null);
+    return el("tr", { class: "clickable", dataset: { name: n.name }, onclick: () => drawNameChart(n.name) },
+      el("td", { text: n.name }), el("td", { text: num(n.completed) }), el("td", { text: num(n.failed) }),
+      el("td", { text: num(n.dead) }), el("td", { class: "mono spark", text: sparkline(perMinute(n.points, m.minutes, "completed")) }),
+      el("td", { text: `${secs(worst("run_p50"))} / ${secs(worst("run_p95"))}` }),
+      el("td", { text: `${secs(worst("wait_p50"))} / ${secs(worst("wait_p95"))}` }));
+  }));
+  if (ui.metricsName) drawNameChart(ui.metricsName);
+}
+
+// the selected name's run and wait p95 per minute over the window (drawn here, no library)
+function drawNameChart(name) {
+  ui.metricsName = name;
+  const entry = ui.metrics && ui.metrics.names.find((n) => n.name === name);
+  const canvas = $("metrics-chart");
+  canvas.hidden = !entry;
+  $("metrics-chart-legend").hidden = !entry;
+  if (!entry) return;
+  $("metrics-chart-legend").textContent = `${name}: run p95 (blue) and wait p95 (orange) per minute, seconds (bucket bounds)`;
+  const ratio = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth || 600;
+  const height = canvas.clientHeight || 160;
+  canvas.width = width * ratio;
+  canvas.height = height * ratio;
+  const g = canvas.getContext("2d");
+  g.scale(ratio, ratio);
+  g.clearRect(0, 0, width, height);
+  const pad = { l: 44, r: 8, t: 8, b: 20 };
+  const last = Math.floor(Date.now() / 60000);
+  const first = last - ui.metrics.minutes + 1;
+  const pts = entry.points.map((p) => ({ m: Math.floor(Date.parse(p.minute) / 60000), run: p.run_p95 || 0, wait: p.wait_p95 || 0 }));
+  const top = niceMax(Math.max(0.001, ...pts.flatMap((p) => [p.run, p.wait])));
+  const x = (m) => pad.l + ((m - first) / Math.max(1, last - first)) * (width - pad.l - pad.r);
+  const y = (v) => height - pad.b - (v / top) * (height - pad.t - pad.b);
+  g.font = "11px system-ui, sans-serif";
+  g.fillStyle = "#6b7280";
+  g.fillText(String(top), 4, pad.t + 8);
+  g.fillText(`-${ui.metrics.minutes} min`, pad.l, height - 4);
+  g.fillText("now", width - pad.r - 22, height - 4);
+  for (const [key, color] of [["run", "#2563eb"], ["wait", "#ea580c"]]) {
+    g.fillStyle = color;
+    for (const p of pts) g.fillRect(x(p.m) - 1.5, y(p[key]) - 1.5, 3, 3);
+  }
+}
+
+async function loadMetrics(force = false) {
+  const minutes = Number($("metrics-minutes").value);
+  // at most every 30 s: the server counts per minute
+  if (!force && ui.metricsAt && Date.now() - ui.metricsAt < 30_000 && ui.metrics && ui.metrics.minutes === minutes) return;
+  ui.metricsAt = Date.now();
+  renderMetrics(await api(qpath(`/metrics?minutes=${minutes}`)));
+}
+
+function renderWorkers(workers) {
+  $("no-workers").hidden = workers.length > 0;
+  setRows($("workers").tBodies[0], workers.map((w) => {
+    const running = w.running.slice(0, 3).map((id) => el("span", { class: "mono clickable", text: `${id} `, onclick: () => inspect(id) }));
+    if (w.running.length > 3) running.push(el("span", { class: "muted", text: `(+${w.running.length - 3})` }));
+    return el("tr", { dataset: { worker: w.id } },
+      el("td", { class: "mono", text: w.id }), el("td", { text: `${w.host}:${w.pid}` }),
+      el("td", { text: w.queues.join(", ") }), el("td", { text: `${w.running.length}/${w.concurrency}` }),
+      el("td", { text: when(w.started_at) }), el("td", { text: when(w.seen_at) }), el("td", {}, ...running));
+  }));
+}
+
 const bytes = (n) => (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} bytes`);
 
 // One long field of the inspector: whole, or (cut by the server) its first bytes
@@ -549,6 +771,27 @@ function progressView(progress) {
   const n = typeof progress === "number" ? progress : typeof progress === "object" && typeof progress.percent === "number" ? progress.percent : null;
   return el("div", {}, el("h4", { text: "progress" }), n !== null ? bar(n / 100, "progress-bar") : null,
     el("pre", { text: JSON.stringify(progress) }));
+}
+
+// Where a waiting job stands (docs/ordering.md "Where a job stands"); nothing otherwise.
+function positionView(p) {
+  if (!p) return el("span", { hidden: true });
+  const ahead = p.queue_ahead === null ? "not counted: its lane is paused, capped, throttled or over its rate"
+    : `${p.queue_ahead} (the weighted rotation, if nothing is added)`;
+  const eta = p.eta === null ? "unknown (no job completed in the last 10 minutes)" : `${p.eta.toFixed(1)} s`;
+  return el("div", { id: "inspector-position" },
+    el("h4", { text: "position" }),
+    el("table", { class: "fields" },
+      field("ahead in its lane", p.lane_ahead), field("claims before it", ahead), field("estimated wait", eta)));
+}
+
+// An aged lane key: due time + tier × age_step (ms), read back with the job's tier.
+function agedKeyView(k) {
+  if (!k) return el("p", { class: "muted", text: "no key (it gets one when it becomes waiting)" });
+  const iso = (ms) => new Date(ms).toISOString();
+  return el("div", { id: "inspector-aged" },
+    el("p", { text: `aged key ${k.key} = due ${iso(k.due_ms)} + tier ${k.tier} × age_step ${k.age_step_ms / 1000} s` }),
+    el("p", { class: "muted", text: `served before every tier-0 job of its lane that became due after ${iso(k.key)}` }));
 }
 
 function scoreFigure(s) {
@@ -698,8 +941,10 @@ function renderRecent() {
   const tbody = $("events").tBodies[0];
   setRows(tbody, ui.recent.map((e) => el("tr", {},
     el("td", { class: "mono", text: e.id }),
+    el("td", { class: "when", text: e.at ? new Date(e.at).toLocaleTimeString() : "" }),
     el("td", { text: e.kind === "missed" ? `missed ${e.skipped}` : e.kind }),
     el("td", { class: "mono", text: e.job_id || "" }),
+    el("td", { text: e.name || "" }),
     el("td", { text: e.group === null || e.group === undefined ? "(default)" : e.group }),
     el("td", { text: e.error || (e.attempt ? `attempt ${e.attempt}` : "") }))));
   $("no-events").hidden = ui.recent.length > 0;
@@ -727,16 +972,55 @@ async function refresh() {
   }
 }
 
+// The shown job list's page (a state, or a search). A refused search (a bad tag)
+// ends the search, and says why.
+function loadJobs() {
+  return api(jobsPath()).catch((err) => {
+    if (!ui.search) throw err;
+    toast(`search: ${err.message}`, "error");
+    ui.search = null;
+    resetPages("jobPages");
+    return api(jobsPath());
+  });
+}
+
+const loadDead = () => api(qpath(`/jobs?state=dead&count=${PAGE}&cursor=${encodeURIComponent(shownPage("deadPages").cursor)}`));
+
+// A tab, a page or a search changes one list only: it is read and drawn at once,
+// without the rest of the queue view (the next refresh redraws everything).
+async function refreshList(key) {
+  ui.listVersion += 1; // a refresh already under way no longer draws the lists
+  try {
+    if (key === "deadPages") renderDead(await loadDead());
+    else {
+      const page = await loadJobs();
+      renderJobTabs();
+      renderJobs(page);
+    }
+  } catch (err) {
+    toast(`cannot read the list: ${err.message}`, "error");
+  }
+}
+
 async function refreshQueue() {
-  const lane = ui.jobState === "waiting" ? `&group=${encodeURIComponent(ui.jobLane || "(default)")}` : "";
-  const [detail, jobs, dead, audit] = await Promise.all([
-    api(qpath()), api(qpath(`/jobs?state=${ui.jobState}&count=${PAGE}&offset=${ui.jobOffset}${lane}`)),
-    api(qpath(`/jobs?state=dead&count=${PAGE}&offset=${ui.deadOffset}`)), api("/api/audit"),
-  ]);
+  const version = ui.listVersion;
+  const lane = ui.jobLane;
+  const [detail, jobPage, deadPage, audit, workers] = await Promise.all(
+    [api(qpath()), loadJobs(), loadDead(), api("/api/audit"), api(qpath("/workers"))]);
   renderDetail(detail);
+  renderWorkers(workers);
+  await loadMetrics();
   renderJobTabs();
-  renderJobs(jobs);
-  renderDead(dead);
+  const current = version === ui.listVersion;
+  if (current) renderDead(deadPage);
+  // the first view of a queue learns its lanes with this read: the waiting list
+  // then shows the ring's first lane at once, not at the next refresh
+  if (lane !== ui.jobLane && ui.jobState === "waiting" && !ui.search) {
+    resetPages("jobPages");
+    refreshList("jobPages");
+  } else if (current) {
+    renderJobs(jobPage);
+  }
   renderAudit(audit);
   if (ui.inspect && !["completed", "dead"].includes($("inspector").dataset.state)) await loadInspector();
 }
@@ -778,7 +1062,13 @@ async function start() {
     runAction(`weight of ${group || "(default)"}`, qpath("/weights"),
       { group: group || null, weight: Number($("weight-value").value) });
   });
-  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; ui.jobOffset = 0; refreshSoon(); });
+  $("job-lane").addEventListener("change", (e) => { ui.jobLane = e.target.value; resetPages("jobPages"); refreshList("jobPages"); });
+  $("search-form").addEventListener("submit", runSearch);
+  $("search-clear").addEventListener("click", clearSearch);
+  for (const button of document.querySelectorAll("[data-bulk]")) {
+    button.addEventListener("click", () => bulkFound(button.dataset.bulk));
+  }
+  $("bulk-stop").addEventListener("click", () => { ui.bulkStop = true; });
   $("dead-all").addEventListener("change", (e) => {
     for (const box of $("dead").tBodies[0].querySelectorAll("input[type=checkbox]")) {
       box.checked = e.target.checked;
@@ -790,6 +1080,7 @@ async function start() {
   $("retry-all").addEventListener("click", () => deadAction("retry", true));
   $("purge-selected").addEventListener("click", () => deadAction("purge", false));
   $("purge-all").addEventListener("click", () => deadAction("purge", true));
+  $("metrics-minutes").addEventListener("change", () => loadMetrics(true));
   $("inspect-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const id = $("inspect-id").value.trim();
