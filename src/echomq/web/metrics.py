@@ -29,6 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from echomq.job import Job
+from echomq.metrics import BUCKETS
 from echomq.reports import LaneInfo, QueueStats
 
 #: most lanes per queue exported with per-lane control gauges (the lanes with a
@@ -39,25 +40,9 @@ LANE_SERIES_LIMIT = 100
 #: the ``lane`` label of the default lane (the CLI shows it the same way; no
 #: group can be named so, since parentheses are not allowed in names).
 DEFAULT_LANE_LABEL = "(default)"
-#: seconds; from "picked at once" to "waited an hour".
-LATENCY_BUCKETS = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-    300.0,
-    900.0,
-    3600.0,
-)
+#: seconds; from "picked at once" to "waited an hour": the buckets of the job
+#: histograms the server keeps (echomq.metrics), so the two families compare.
+LATENCY_BUCKETS = BUCKETS
 _SEEN_LIMIT = 50_000
 
 
