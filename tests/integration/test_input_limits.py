@@ -97,7 +97,8 @@ def test_add_many_refuses_unknown_keys(sq: SyncQueue, redis_client: redis.Redis)
             redis_client,
             sq,
             InvalidOption,
-            r"add_many item 1 has unknown key\(s\) .*; allowed: data, dedupe, delay, .*group",
+            r"add_many item 1 has unknown key\(s\) .*; "
+            r"allowed: batch, data, dedupe, delay, .*group",
             partial(sq.add_many, batch),
         )
 

@@ -66,7 +66,13 @@ def batch() -> None:
 @json_option
 @queue_options
 def status(batch_id: str, as_json: bool, queue: str, url: str | None) -> None:
-    """Counts by state, the state, and which callbacks fired."""
+    """Counts by state, the state, and which callbacks fired.
+
+    \b
+    Examples:
+      echomq batch status bat_01j9…
+      echomq batch status bat_01j9… --queue mail --json
+    """
     with open_queue(queue, url) as q:
         found = q.batch_status(batch_id)
     if as_json:
@@ -80,7 +86,13 @@ def status(batch_id: str, as_json: bool, queue: str, url: str | None) -> None:
 @click.argument("batch_id")
 @queue_options
 def cancel(batch_id: str, queue: str, url: str | None) -> None:
-    """Children not started end cancelled, running ones are stopped; no callback fires."""
+    """Children not started end cancelled, running ones are stopped; no callback fires.
+
+    \b
+    Examples:
+      echomq batch cancel bat_01j9…
+      echomq batch cancel bat_01j9… --queue mail
+    """
     with open_queue(queue, url) as q:
         done = q.cancel_batch(batch_id)
         found = q.batch_status(batch_id)
