@@ -50,3 +50,12 @@ def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     client.zadd(keys.blocked, {"job_placeholder": 1})
     client.zadd(keys.releasing, {"job_placeholder": 2**52})
     client.zadd(keys.cancelled, {"job_placeholder": 1})
+
+
+def set_counter(client: Any, keys: QueueKeys, value: int) -> None:
+    """Set a queue's arrival counter as the scripts would leave it: past 2^31 the
+    meta mark "rq" tells the next calls to look at it (includes/lanes.lua
+    note_high_counter; a format-2 queue without it reads no counter)."""
+    client.set(keys.counter, value)
+    if value > 2**31:
+        client.hset(keys.meta, "rq", "1")

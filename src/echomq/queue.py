@@ -42,7 +42,7 @@ class Queue(QueueShell[AsyncSender]):
     Each method's documentation is the engine method's it sends.
     """
 
-    def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> AsyncSender:
+    def _make_sender(self, url: str | None, client: Any, greeting: Call[Any]) -> AsyncSender:
         self._adds = AddCoalescer(self._add_batch)
         self._shared_client = client is not None
         self._blocking: SyncQueue | None = None

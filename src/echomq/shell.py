@@ -67,7 +67,7 @@ class QueueShell(Generic[SenderT]):
         self.tasks[task.name] = task
         self.engine.task_defaults[task.name] = cast(JobOptions, task.job_defaults())
 
-    def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> SenderT:
+    def _make_sender(self, url: str | None, client: Any, greeting: Call[Any]) -> SenderT:
         raise NotImplementedError
 
     @property

@@ -2,22 +2,25 @@
 
 Every queue's meta hash carries the version of the layout its keys were
 written in (field ``v``, set by the first add). A client reads it once, when
-its queue first connects, and
+its queue first connects (the greeting, Engine.check_format), and
 
 - refuses a queue written in a newer format than it knows
   (:class:`~echomq.errors.FormatTooNew`): an old client must not write jobs a
   newer one would misread;
-- accepts its own format, and a queue with no version yet (written before
-  versions were stored: format 1 has the same layout);
-- would upgrade an older format (format 1 is the first, so none exists yet:
-  the client that introduces format 2 carries the step from 1).
+- accepts its own format;
+- upgrades an older one, or a queue with no version (written by echomq 0.1.0,
+  whose layout is format 1, or not written yet), in one bounded script
+  (scripts/upgrade.lua: format 1 -> 2 adds the feature marks and moves the
+  default lane's two counts into the meta hash; it writes nothing where
+  nothing is stored). Until a queue says 2 the scripts treat it as format 1:
+  they read every feature's keys, as format 1 always did.
 
 Scripts go as functions of a library named by a hash of its text (or, on a
 server without functions, by their SHA1), so the code's name is its content:
 a newer client's scripts never replace the ones an older client runs. The
-format is part of every script's text (includes/format.lua), so two formats
-never share a name. docs/design.md §9 describes the upgrade path and what a
-rolling deploy of mixed versions may do.
+format is part of every script's text (includes/fixed.lua's FORMAT, and each
+script's first line), so two formats never share a name. docs/design.md §9
+describes format 2, the upgrade and what a rolling deploy of mixed versions may do.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 from echomq.errors import FormatTooNew
 
 #: the format this client reads and writes.
-FORMAT = 1
+FORMAT = 2
 #: the meta hash field that holds it.
 FORMAT_FIELD = "v"
 

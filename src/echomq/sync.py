@@ -32,7 +32,7 @@ class SyncQueue(QueueShell[SyncSender]):
     ``client`` may be a ``redis.Redis`` or ``redis.cluster.RedisCluster``;
     ``durable=True`` makes adds wait for a replica (see echomq.sending.durable)."""
 
-    def _make_sender(self, url: str | None, client: Any, greeting: Call[int]) -> SyncSender:
+    def _make_sender(self, url: str | None, client: Any, greeting: Call[Any]) -> SyncSender:
         sender = SyncSender(url, client, greeting, self.max_connections)
         self._waits = SyncWaits(sender, self.engine.keys.done_channel)
         return sender

@@ -42,7 +42,7 @@ from echomq.joblogs import JobLog
 from echomq.registry import info_text
 from echomq.scripts import all_scripts, budget
 from echomq.scripts.library import READ_ONLY
-from keyspace import give_unwritten_fixed_keys
+from keyspace import give_unwritten_fixed_keys, set_counter
 from localcluster import LocalCluster, cli_binary
 from servers import PrivateServer, missing_reason, server_binary
 
@@ -230,7 +230,7 @@ def _prune_held_dependency(b: Busy) -> tuple[Call[Any], str]:
 def _renumbering(b: Busy) -> tuple[Call[Any], str]:
     """A renumbering past its scan (includes/renumber.lua): the claim's step
     would renumber a waiting job of lane a that it does not lease; its hash moved."""
-    b.q.client().set(b.q.engine.keys.counter, RENUMBER_AT + 100)
+    set_counter(b.q.client(), b.q.engine.keys, RENUMBER_AT + 100)
     b.q.maintain()  # starts the renumbering; the scan of this small queue ends at once
     assert b.q.client().hget(b.q.engine.keys.meta, "rn") in ("compact", b"compact")
     return b.q.engine.claim(1, 30.0), _job_key(b, _waiting_ids(b, "a")[3])

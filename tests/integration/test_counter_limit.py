@@ -19,6 +19,7 @@ from clock import wait_past
 from echomq import SyncQueue, score
 from echomq.job import Job, State
 from echomq.scripts import budget
+from keyspace import set_counter
 from model import Group, OrderModel
 
 BUDGET = budget("renumber", "RENUMBER_BUDGET")
@@ -136,7 +137,7 @@ def test_renumbering_in_steps_keeps_the_order(
     run.add(300)  # small counters
     # then the counter jumps: the next jobs take counters near 2^31 or near 2^32
     jump = RENUMBER_AT - 400 if start == "past_half" else score.MAX_COUNTER - 5000
-    redis_client.set(sq.engine.keys.counter, jump)
+    set_counter(redis_client, sq.engine.keys, jump)
     run.add(1500)  # one call: near the limit it starts the renumbering and its scan
     steps = 0
     while run.stage() is not None or steps < 60:
@@ -167,13 +168,13 @@ def test_renumbering_in_steps_keeps_the_order(
 def test_a_job_renumbered_and_reaped_by_the_same_claim_keeps_its_place(
     sq: SyncQueue, redis_client: redis.Redis
 ) -> None:
-    redis_client.set(sq.engine.keys.counter, RENUMBER_AT - 10)
+    set_counter(redis_client, sq.engine.keys, RENUMBER_AT - 10)
     first = sq.add("j", "first")
     [job] = sq.claim(1, lease=0.3)
     second = sq.add("j", "second")
     third = sq.add("j", "third")
     # past 2^31 with jobs waiting: the next call starts a renumbering
-    redis_client.set(sq.engine.keys.counter, RENUMBER_AT + 5)
+    set_counter(redis_client, sq.engine.keys, RENUMBER_AT + 5)
     sq.maintain()  # the scan: the lanes and the active set
     assert redis_client.hget(sq.engine.keys.meta, "rn") == "compact"
     assert job.lease_deadline is not None
@@ -189,7 +190,7 @@ def test_a_job_renumbered_and_reaped_by_the_same_claim_keeps_its_place(
 def test_a_stalled_job_keeps_its_place_through_a_renumbering(
     sq: SyncQueue, redis_client: redis.Redis
 ) -> None:
-    redis_client.set(sq.engine.keys.counter, RENUMBER_AT - 2)
+    set_counter(redis_client, sq.engine.keys, RENUMBER_AT - 2)
     first = sq.add("j", "first")
     [job] = sq.claim(1, lease=0.3)  # active while the renumbering runs
     rest = [sq.add("j", name) for name in ("second", "third", "fourth", "fifth", "sixth")]
@@ -205,12 +206,12 @@ def test_an_idle_queue_past_2_to_the_31_starts_its_counter_again(
     sq: SyncQueue, redis_client: redis.Redis
 ) -> None:
     half = 2**31
-    redis_client.set(sq.engine.keys.counter, half + 5)
+    set_counter(redis_client, sq.engine.keys, half + 5)
     first = sq.add("j")  # nothing waiting, nothing active: re-based
     assert int(redis_client.get(sq.engine.keys.counter) or 0) == 1
     [claimed] = sq.claim(1)
     assert claimed.id == first
-    redis_client.set(sq.engine.keys.counter, half + 5)
+    set_counter(redis_client, sq.engine.keys, half + 5)
     second = sq.add("j")  # the first job is active: no re-base (a renumbering starts)
     assert int(redis_client.get(sq.engine.keys.counter) or 0) == half + 6
     assert sq.claim(5)[0].id == second
@@ -219,7 +220,7 @@ def test_an_idle_queue_past_2_to_the_31_starts_its_counter_again(
 def test_counter_exhaustion_with_an_empty_queue_rebases(
     sq: SyncQueue, redis_client: redis.Redis
 ) -> None:
-    redis_client.set(sq.engine.keys.counter, score.MAX_COUNTER)
+    set_counter(redis_client, sq.engine.keys, score.MAX_COUNTER)
     job_id = sq.add("j", priority=7)
     job = sq.get(job_id)
     assert job is not None

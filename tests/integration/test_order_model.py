@@ -44,6 +44,7 @@ from echomq.options import Ordering
 from echomq.score import MAX_TIER
 from echomq.scripts import budget
 from integration.lockstep import ORDERINGS, PROFILE, EventIds, ms
+from keyspace import set_counter
 from model import NEVER, UNSET, Group, OrderModel
 
 RENUMBER_AT = budget("renumber", "RENUMBER_AT")  # a renumbering starts past this counter
@@ -689,7 +690,7 @@ def test_counter_renumbering_keeps_the_order(
         # idle, so the counter is renumbered, not re-based (includes/lanes.lua)
         queue.add("anchor")
         assert len(queue.claim(1, lease=3600.0)) == 1
-        client.set(queue.engine.keys.counter, RENUMBER_AT - headroom)
+        set_counter(client, queue.engine.keys, RENUMBER_AT - headroom)
         Lockstep(queue, OrderModel("composite"), anchors=1).run(program)
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from echomq import Job, SyncQueue, score
 from echomq.scripts import budget
+from keyspace import set_counter
 from servers import KINDS, PrivateServer, ServerFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -118,7 +119,7 @@ def test_200k_waiting_jobs_are_renumbered_in_steps_near_the_counter_limit(
     with SyncQueue("backlog-counter", server.url) as q, server.client() as raw:
         fill(q, WAITING)
         # as after four billion arrivals without the queue ever going idle
-        raw.set(q.engine.keys.counter, score.MAX_COUNTER - 50_000)
+        set_counter(raw, q.engine.keys, score.MAX_COUNTER - 50_000)
         start_measuring(server)
         served: list[int] = []
         extra, claims, renumbering_seen = WAITING, 0, False

@@ -31,7 +31,10 @@ def test_a_newer_format_is_refused_and_nothing_is_written(
 ) -> None:
     pattern = f"emq:{{{newer_queue}}}:*"
     before = sorted(redis_client.scan_iter(pattern))
-    with SyncQueue(newer_queue, backend_url) as q, pytest.raises(FormatTooNew, match="format 2"):
+    with (
+        SyncQueue(newer_queue, backend_url) as q,
+        pytest.raises(FormatTooNew, match=f"format {storage.FORMAT + 1}"),
+    ):
         q.add("a")
     assert sorted(redis_client.scan_iter(pattern)) == before
 

@@ -300,9 +300,19 @@ def test_the_doorbell_wait(engine: Engine) -> None:
 def test_the_format_greeting() -> None:
     engine = Engine("unit", QueueOptions())
     check = engine.check_format()
-    assert check.parse(None) == check.parse("1") == 1
-    with pytest.raises(FormatTooNew, match="format 2"):
-        check.parse("2")
+    assert check.command == ("HGET", engine.keys.meta, "v")
+    assert check.parse("2") is None  # this client's format: nothing more to send
+    for older in (None, "", "1"):  # none yet, or format 1: the upgrade follows
+        upgrade = check.parse(older)
+        assert upgrade is not None and upgrade.script is not None
+        assert upgrade.script.name == "upgrade"
+        assert upgrade.parse("2") == 2 and upgrade.parse("") == 2
+    with pytest.raises(FormatTooNew, match="format 3"):
+        check.parse("3")
+    upgrade = check.parse("1")
+    assert upgrade is not None
+    with pytest.raises(FormatTooNew, match="format 3"):
+        upgrade.parse("3")
 
 
 def test_every_call_is_well_formed(engine: Engine) -> None:

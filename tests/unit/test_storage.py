@@ -9,7 +9,7 @@ from echomq.scripts import all_scripts, include_source
 
 
 def test_the_lua_include_carries_the_same_format() -> None:
-    match = re.search(r'local FORMAT = "(\d+)"', include_source("format"))
+    match = re.search(r'local FORMAT = "(\d+)"', include_source("fixed"))
     assert match is not None and int(match.group(1)) == storage.FORMAT
 
 

@@ -59,12 +59,20 @@ class EngineBase:
         return Call(parse=parse, script=script(name), keys=self._fixed, args=[*self._block, *args])
 
     # -- the stored format ---------------------------------------------------
-    def check_format(self) -> Call[int]:
-        """Read the queue's stored-format version; refuse a newer one (FormatTooNew)."""
-        return Call(
-            parse=lambda raw: storage.check_format(self.queue, raw),
-            command=("HGET", self.keys.meta, storage.FORMAT_FIELD),
-        )
+    def check_format(self) -> Call[Call[int] | None]:
+        """The greeting (echomq.sending.sender): read the queue's stored-format
+        version and refuse a newer one (FormatTooNew); an older one, or none
+        (a queue this client may not have written yet), answers with the call
+        that upgrades it to this client's format (scripts/upgrade.lua, bounded;
+        it writes nothing where nothing is stored), which the sender sends next."""
+
+        def parse(raw: Any) -> Call[int] | None:
+            storage.check_format(self.queue, raw)
+            if raw is not None and raw != "" and int(raw) == storage.FORMAT:
+                return None
+            return self._script("upgrade", lambda v: storage.check_format(self.queue, v))
+
+        return Call(parse=parse, command=("HGET", self.keys.meta, storage.FORMAT_FIELD))
 
     def exists(self) -> Call[bool]:
         """Whether the queue ever held a job (its meta hash exists)."""

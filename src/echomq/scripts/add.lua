@@ -46,7 +46,6 @@
 -- @include renumber
 -- @include controls
 -- @include batch
--- @include format
 -- @include tags
 -- @include dedupe
 -- @include readers
@@ -58,7 +57,10 @@ local requested = ARGV[7]
 local jobs = cjson.decode(ARGV[8])
 -- a step of a renumbering in progress (includes/renumber.lua), read with the
 -- stored ordering and the counters this call writes (META, includes/fixed.lua)
-local renumber_step, meta = read_renumber(#jobs, nil, "w", "added", "ev", "last")
+-- (and the feature marks, includes/fixed.lua, and the next due time "td",
+-- includes/time.lua: all in one HMGET)
+local renumber_step, meta = read_renumber(#jobs, nil, "w", "added", "ev", "last", "td",
+  unpack(META.FEATURES))
 local stored = meta[1]
 if stored and stored ~= requested then return E_ORDERING end
 
@@ -166,7 +168,9 @@ for i, job in ipairs(jobs) do
 end
 -- max_waiting: a lane may not hold more waiting + delayed + blocked jobs (the
 -- whole batch is refused, nothing written)
-for _, lane in ipairs(adding_order) do
+-- (only a queue that set a lane control can have one: includes/fixed.lua)
+local controls = META.uses("fl")
+for _, lane in ipairs(controls and adding_order or {}) do
   local f = redis.call("HMGET", K_LANECTL, "m:" .. lane, "d:" .. lane)
   local most = tonumber(f[1])
   if most then

@@ -58,9 +58,14 @@ local now = now_ms()
 -- of each (includes/time.lua); a renumbering's step; the queue-wide limits
 -- (configure) cap this call's claims: it stops there, the ring and the turn
 -- as its claims leave them (includes/controls.lua); then the plan.
-local due = read_due(now, claim_budget(n))
-local expired = read_expired(now, false, claim_budget(n))
--- (with the meta counters this call changes: written once, at its end)
+-- Every meta field the call reads, in one HMGET (includes/fixed.lua: the
+-- counters it changes, written once at its end; the feature marks; the
+-- default lane's counts; the timed sets' bounds, with which a claim skips
+-- the scans of the delayed and active sets while nothing can be due).
+META.read("rn", "rnh", "rnl", "rnz", "rna", "rnn", "o", "paused", "dr", "rq", "w", "ev",
+  "a:", "s:", "td", "tx", unpack(META.FEATURES))
+local due = read_due(now, claim_budget(n), META.timed_scan("td", now))
+local expired = read_expired(now, false, claim_budget(n), META.timed_scan("tx", now))
 local renumber_step, meta = read_renumber(#due.ids, CLAIM_RENUMBER_BUDGET, "w", "ev")
 local paused = meta[2] == "1"
 local asked = n
@@ -72,6 +77,9 @@ local plan = Rotation.plan(due, expired, n, now, paused)
 apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
 reap(expired, now)
+-- the first fire time and lease deadline the scans left (the leases below lower it)
+if due.bound then META.put("td", fmt(due.bound)) end
+if expired.bound then META.put("tx", fmt(expired.bound)) end
 -- The job fields the plan read change with these writes: the score of a
 -- promoted or renumbered job, the stall count of a returned one.
 local jobs = plan.jobs
@@ -108,7 +116,10 @@ if leased == n and n < asked and plan.ring_left then
     redis.call("HSET", K_LANECTL, "qr", queue_at)
   end
 end
-if #active > 0 then call_chunked("ZADD", K_ACTIVE, active, 2) end
+if #active > 0 then
+  call_chunked("ZADD", K_ACTIVE, active, 2)
+  META.note("tx", deadline)
+end
 -- a lane that joined the empty ring in this call (promoted, returned) rings
 -- only if work is left after this claim (includes/lanes.lua flush_waiting)
 flush_waiting(plan.ring_left)

@@ -37,7 +37,8 @@ local stamp = fmt(now)
 local items = cjson.decode(ARGV[7])
 -- the counters this call writes, written once at its end (META, includes/fixed.lua),
 -- and the completed set's pruning state (read_prune_completed)
-META.read("completed", "ev", "last", "pc")
+-- and the feature marks (includes/fixed.lua), in the same HMGET
+META.read("completed", "ev", "last", "pc", "a:", unpack(META.FEATURES))
 -- read phase: every job, its idempotency key and the pruning, before any write
 local out = {}
 local done_ids, done_idem = {}, {}
@@ -62,7 +63,13 @@ for i, item in ipairs(items) do
       lane = lane or ""
       if not freed[lane] then
         freed[#freed + 1] = lane
-        local ctl = redis.call("HMGET", K_LANECTL, "a:" .. lane, "k:" .. lane)
+        local ctl
+        if META.lane_counts(lane) then
+          -- its count in the meta hash; parked only if lane controls were ever set
+          ctl = {META.fetch("a:")[1], META.uses("fl") and redis.call("HGET", K_LANECTL, "k:") or nil}
+        else
+          ctl = redis.call("HMGET", K_LANECTL, "a:" .. lane, "k:" .. lane)
+        end
         lane_ctl[lane] = {tonumber(ctl[1]) or 0, ctl[2]}
         if ctl[2] then plan_recheck(lane) end  -- parked: it may go back into the ring
       end

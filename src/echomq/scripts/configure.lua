@@ -36,4 +36,11 @@ for i = 7, #ARGV, 2 do
     break
   end
 end
+-- the mark that tells every call to read the settings (includes/fixed.lua, features)
+META.stamp_format()
+if redis.call("HLEN", K_SETTINGS) > 0 then
+  redis.call("HSET", K_META, "fs", "1")
+else
+  redis.call("HDEL", K_META, "fs")
+end
 return redis.call("HGETALL", K_SETTINGS)

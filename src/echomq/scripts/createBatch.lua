@@ -19,7 +19,6 @@
 -- @include lanes
 -- @include controls
 -- @include batch
--- @include format
 
 local requested, id = ARGV[7], ARGV[8]
 local callbacks = cjson.decode(ARGV[9])

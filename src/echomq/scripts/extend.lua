@@ -18,5 +18,6 @@ local jk, key_or_err = check_lease(id, ARGV[8], now)
 if not jk then return key_or_err end
 local deadline = fmt(now + tonumber(ARGV[9]))
 redis.call("ZADD", K_ACTIVE, "XX", deadline, id)
+META.note("tx", deadline)
 redis.call("HSET", jk, "l", deadline)
 return deadline

@@ -51,5 +51,8 @@ for i, jk in ipairs(keys) do
   end
 end
 -- every renewed job passed check_lease, so it is in the active set already
-if #renewed > 0 then call_chunked("ZADD", K_ACTIVE, renewed, 2) end
+if #renewed > 0 then
+  call_chunked("ZADD", K_ACTIVE, renewed, 2)
+  META.note("tx", renewed[1])  -- (one deadline for all: now + the same lease)
+end
 return out

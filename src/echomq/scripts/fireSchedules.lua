@@ -25,7 +25,6 @@
 -- @include clock
 -- @include events
 -- @include lanes
--- @include format
 -- @include schedules
 
 local now = now_ms()

@@ -31,8 +31,15 @@ local function put(lane, position)
   listed[lane] = true
   local c = redis.call("HMGET", K_LANECTL, "c:" .. lane, "r:" .. lane, "p:" .. lane,
     "m:" .. lane, "t:" .. lane, "a:" .. lane, "k:" .. lane)
+  local served = redis.call("HGET", K_SERVED, lane)
+  if META.lane_counts(lane) then
+    -- the default lane's counts in format 2 (includes/fixed.lua)
+    local m = redis.call("HMGET", K_META, "s:", "a:")
+    served = served and (m[1] or "0")
+    c[6] = m[2] ~= "0" and m[2] or nil
+  end
   local row = {lane, position, redis.call("ZCARD", lane_key(lane)),
-    redis.call("HGET", K_WEIGHTS, lane) or "1", redis.call("HGET", K_SERVED, lane) or "0"}
+    redis.call("HGET", K_WEIGHTS, lane) or "1", served or "0"}
   for i = 1, 6 do row[#row + 1] = c[i] or "" end
   row[#row + 1] = c[7] and "1" or "0"
   for _, v in ipairs(row) do out[#out + 1] = v end

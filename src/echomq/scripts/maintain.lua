@@ -58,6 +58,8 @@ local released = apply_releases(releases, now)
 flush_waiting()
 flush_events()
 prune_waiters(now)
+-- the waiters' mark goes once no client waits (includes/fixed.lua, features)
+if redis.call("EXISTS", K_WAITERS) == 0 then redis.call("HDEL", K_META, "fw") end
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
 apply_sweep(sweep)
@@ -75,6 +77,12 @@ elseif qr and (not nf or tonumber(qr) < tonumber(nf)) then
   nf = qr
 end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
+-- the timed sets' bounds, exact again (includes/fixed.lua META.note)
+if META.fetch("v")[1] == FORMAT then
+  local first_due = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
+  META.put("td", first_due and fmt(tonumber(first_due)) or fmt(META.NO_TIME))
+  META.put("tx", nd[2] and fmt(tonumber(nd[2])) or fmt(META.NO_TIME))
+end
 local ns = redis.call("ZRANGE", K_FIRES, 0, 0, "WITHSCORES")
 local due_schedules = {}
 if ns[2] and tonumber(ns[2]) <= now then

@@ -24,6 +24,7 @@ local was_paused = redis.call("HGET", K_META, "paused") == "1"
 if pause == was_paused then return 0 end
 -- write phase
 if pause then
+  META.stamp_format()  -- (its meta hash may be written first here: includes/fixed.lua)
   redis.call("HSET", K_META, "paused", "1")
   emit("paused", "", "")
 else

@@ -20,7 +20,6 @@
 -- @include keys
 -- @include clock
 -- @include lanes
--- @include format
 -- @include schedules
 
 local stored = redis.call("HGET", K_META, "o")

@@ -32,13 +32,26 @@ local now = now_ms()
 read_key("EXISTS", rate_key(lane))
 plan_recheck(lane)
 -- write phase
+META.stamp_format()
+-- the lane controls' mark (includes/fixed.lua, features): kept once set, as
+-- the lanes' counts and parked state it makes every call read may outlive
+-- the control itself
+for i = 8, #ARGV - 1, 2 do
+  if ARGV[i] ~= "w" and ARGV[i + 1] ~= "" then
+    redis.call("HSET", K_META, "fl", "1")
+    break
+  end
+end
 for i = 8, #ARGV - 1, 2 do
   local field, value = ARGV[i], ARGV[i + 1]
   if field == "w" then
     if value == "" then
       redis.call("HDEL", K_WEIGHTS, lane)
+      -- the weights' mark goes with the last weight (includes/fixed.lua, features)
+      if redis.call("HLEN", K_WEIGHTS) == 0 then redis.call("HDEL", K_META, "fg") end
     else
       redis.call("HSET", K_WEIGHTS, lane, value)
+      redis.call("HSET", K_META, "fg", "1")
     end
   elseif field == "t" then
     if value == "" then

@@ -44,7 +44,9 @@ for _, lane in ipairs(ring) do
   lanes[#lanes + 1] = lane
   lanes[#lanes + 1] = redis.call("ZCARD", lane_key(lane))
   lanes[#lanes + 1] = redis.call("HGET", K_WEIGHTS, lane) or "1"
-  lanes[#lanes + 1] = redis.call("HGET", K_SERVED, lane) or "0"
+  local served = redis.call("HGET", K_SERVED, lane) or "0"
+  if META.lane_counts(lane) then served = redis.call("HGET", K_META, "s:") or "0" end
+  lanes[#lanes + 1] = served
 end
 local more = {"", ""}
 if #ring == size then

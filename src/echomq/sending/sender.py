@@ -14,7 +14,8 @@ client and sends :class:`~echomq.call.Call` objects over it:
   cluster client routes by the first key).
 
 The first use of a client also sends the queue's greeting call (the stored
-format check, :mod:`echomq.storage`) and checks once whether the server may
+format check, :mod:`echomq.storage`; a greeting that answers with a call, the
+upgrade of an older stored format, has that call sent next) and checks once whether the server may
 evict keys (:mod:`.eviction`: a warning if so).
 
 A client a sender makes holds at most ``max_connections`` connections, from a
@@ -214,7 +215,9 @@ class AsyncSender(_Sender[AsyncClient]):
         async with self._first_lock:
             assert self._client is not None
             if self._greeting is not None:
-                await self._execute(self._client, self._greeting)
+                follow_up = await self._execute(self._client, self._greeting)
+                if isinstance(follow_up, Call):  # the stored format's upgrade
+                    await self._execute(self._client, follow_up)
                 self._greeting = None
             if not self._eviction_checked:
                 self.eviction_policy = await eviction.check_async(self._client)
@@ -302,7 +305,9 @@ class SyncSender(_Sender[SyncClient]):
         if self._client is None:
             self._client = connection.sync_client(self.url, max_connections=self.max_connections)
         if self._greeting is not None:
-            self._execute(self._client, self._greeting)
+            follow_up = self._execute(self._client, self._greeting)
+            if isinstance(follow_up, Call):  # the stored format's upgrade
+                self._execute(self._client, follow_up)
             self._greeting = None
         if not self._eviction_checked:
             self._eviction_checked = True

@@ -48,8 +48,13 @@ local function gate_fields(lane)
   return "c:" .. lane, "a:" .. lane, "p:" .. lane, "t:" .. lane, "r:" .. lane
 end
 
+-- (f nil: the gate of a lane of a queue that never set a lane control, no
+-- "fl" mark, includes/fixed.lua: open, nothing read; its active count is
+-- kept all the same, for a control set later)
 local function gate_from(lane, f)
-  local g = {lane = lane, cap = tonumber(f[1]), active = tonumber(f[2]) or 0,
+  if not f then return {lane = lane, active = 0, paused = false, taken = 0, gated = false} end
+  local active = META.lane_counts(lane) and META.fetch("a:")[1] or f[2]
+  local g = {lane = lane, cap = tonumber(f[1]), active = tonumber(active) or 0,
     paused = f[3] == "1", until_ms = tonumber(f[4]), taken = 0}
   if f[5] then
     local mx, per = string.match(f[5], "^(%d+) (%d+)$")
@@ -61,6 +66,7 @@ local function gate_from(lane, f)
 end
 
 local function read_gate(lane)
+  if not META.uses("fl") then return gate_from(lane, nil) end
   return gate_from(lane, redis.call("HMGET", K_LANECTL, gate_fields(lane)))
 end
 
@@ -87,7 +93,11 @@ end
 -- rate, the claim times.
 local function record_claims(g, now)
   if g.taken == 0 then return end
-  redis.call("HINCRBY", K_LANECTL, "a:" .. g.lane, g.taken)
+  if META.lane_counts(g.lane) then
+    META.add("a:", g.taken)
+  else
+    redis.call("HINCRBY", K_LANECTL, "a:" .. g.lane, g.taken)
+  end
   if g.rate_max then
     local times = {}
     for i = 1, math.min(g.taken, g.rate_max) do times[i] = now end
@@ -104,8 +114,12 @@ end
 -- ``active``: the lane's a: count as the call read it, if it read it and
 -- nothing of the call changed it since (one write instead of two).
 local function give_back(lane, count, active)
-  local field = "a:" .. (lane or "")
-  if active and active > count then
+  lane = lane or ""
+  local field = "a:" .. lane
+  if META.lane_counts(lane) then
+    -- (kept at 0 rather than deleted: one field, written with the counters)
+    META.put("a:", math.max(0, (tonumber(META.fetch("a:")[1]) or 0) - count))
+  elseif active and active > count then
     redis.call("HINCRBY", K_LANECTL, field, -count)
   elseif active or redis.call("HINCRBY", K_LANECTL, field, -count) <= 0 then
     redis.call("HDEL", K_LANECTL, field)
@@ -209,7 +223,8 @@ local function unpark_pivot(lane, back, joined)
 end
 
 local function is_parked(lane)
-  return redis.call("HEXISTS", K_LANECTL, "k:" .. lane) == 1
+  -- (only a queue that set a lane control parks lanes: includes/fixed.lua)
+  return META.uses("fl") and redis.call("HEXISTS", K_LANECTL, "k:" .. lane) == 1
 end
 
 -- Park the ring's head ``lane`` (it cannot be served): it leaves the list

@@ -101,6 +101,7 @@ function Dedupe.replace(decision, spec, data, now)
     local at = fmt(fire)
     redis.call("HSET", jk, "d", data, "at", at)
     redis.call("ZADD", K_DELAYED, "XX", at, decision.kept)
+    META.note("td", fire)
     return at
   end
   redis.call("HSET", jk, "d", data)

@@ -24,8 +24,9 @@
 -- + 1): the server drops whole stream nodes (100 entries by default) whose
 -- ids are all below it, O(1) amortized; the stream keeps at least N events.
 --
--- The setting comes from fixed.lua's one read of K_SETTINGS (OPT), before the
--- script's first write; the event counter (K_META's "ev") and K_EVENTS are
+-- The setting comes from OPT (includes/fixed.lua: the settings, read once per
+-- call, when the call's first event is recorded; K_SETTINGS is a fixed key,
+-- so reading it after a write is safe, see below); the event counter (K_META's "ev") and K_EVENTS are
 -- touched only in flush_events, after the script's writes: they are fixed
 -- keys declared in KEYS, which the server checks before the script starts
 -- (includes/fixed.lua), so they cannot be missing mid-script.
@@ -41,7 +42,7 @@ local event_count
 local event_kinds, event_ids, event_lanes
 local event_columns        -- field -> {[event index] = value}, sparse
 on_call(function()
-  EVENTS_LENGTH = OPT.event_stream_length
+  EVENTS_LENGTH = nil  -- read at the call's first event (OPT reads the settings then)
   event_count = 0
   event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}
 end)
@@ -58,6 +59,7 @@ end
 -- Record one event of this call: ``lane`` nil or "" is the default lane, then
 -- up to three field, value pairs (values as strings where the caller has them).
 local function emit(kind, id, lane, k1, v1, k2, v2, k3, v3)
+  if not EVENTS_LENGTH then EVENTS_LENGTH = OPT.event_stream_length end
   if EVENTS_LENGTH <= 0 then return end
   event_count = event_count + 1
   event_kinds[event_count], event_ids[event_count], event_lanes[event_count] = kind, id, lane or ""

@@ -23,8 +23,11 @@
 -- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
 --                      added / completed / failed (running totals), last (last
 --                      activity), ev (events given), pc (the completed set's
---                      pruning bounds: includes/retention.lua); counters are
---                      written once per call (META below)
+--                      pruning bounds: includes/retention.lua); in format 2
+--                      also the feature marks fs fl fg fw, the timed sets'
+--                      bounds td tx, the default lane's counts a: s: (all
+--                      below) and rq (includes/lanes.lua note_high_counter);
+--                      counters are written once per call (META below)
 -- KEYS[2]  counter    string: arrival counter (composite ordering)
 -- KEYS[3]  ring       list: lanes with waiting jobs, head first
 -- KEYS[4]  turn       hash: lane, left (claims left in the head lane's turn)
@@ -84,6 +87,9 @@ local K_SCHEDULES, K_FIRES, K_FIRED
 local K_BLOCKED, K_RELEASING, K_CANCELLED
 
 local PREFIX
+-- The stored-format version (echomq.storage.FORMAT; tests/unit/test_storage.py
+-- checks the two agree). The first add writes it into the meta hash as "v".
+local FORMAT = "2"
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
 -- written by configure.lua; echomq/settings.py names the fields), each
 -- falling back to the calling client's option block, so every client of the
@@ -111,6 +117,17 @@ local call_heap_kb
 -- frees of it later is spread over the following calls' steps.
 local SETTLE_KB = 1024
 
+-- OPT is read when a call first needs one of its values (load_opt below): a
+-- format-2 queue whose meta hash says no setting is stored ("fs" absent,
+-- features below) reads no settings at all.
+-- (OPT_LAZY.load is defined once META is, below; OPT_LAZY.argv is the call's ARGV)
+local OPT_LAZY = {}
+OPT_LAZY.__index = function(t, name)
+  if rawget(t, "_loaded") then return nil end
+  OPT_LAZY.load(t)
+  return rawget(t, name)
+end
+
 -- The first thing every call runs (the wrapper adds it: echomq/scripts/__init__.py).
 local function start_call(KEYS, ARGV)
   call_heap_kb = collectgarbage("count")
@@ -122,30 +139,8 @@ local function start_call(KEYS, ARGV)
   K_SCHEDULES, K_FIRES, K_FIRED = KEYS[20], KEYS[21], KEYS[22]
   K_BLOCKED, K_RELEASING, K_CANCELLED = KEYS[23], KEYS[24], KEYS[25]
   PREFIX = ARGV[1]
-  -- the whole hash (a handful of fields, only the names settings.py allows;
-  -- usually none): cheaper than an HMGET naming all fourteen
-  local stored = redis.call("HGETALL", K_SETTINGS)
-  local s = {}
-  for i = 1, #stored, 2 do s[stored[i]] = stored[i + 1] end
-  OPT = {
-    max_stalls = tonumber(s.max_stalls or ARGV[2]),
-    keep_completed_ms = tonumber(s.keep_completed_ms or ARGV[3]),
-    keep_completed = tonumber(s.keep_completed or ARGV[4]),
-    keep_dead_ms = tonumber(s.keep_dead_ms or ARGV[5]),
-    keep_dead = tonumber(s.keep_dead or ARGV[6]),
-    max_attempts = tonumber(s.max_attempts),
-    backoff = s.backoff_base_ms and {tonumber(s.backoff_base_ms), tonumber(s.backoff_factor),
-      tonumber(s.backoff_cap_ms), tonumber(s.backoff_jitter)},
-    event_stream_length = tonumber(s.event_stream_length or 10000),  -- settings.DEFAULT_EVENT_STREAM_LENGTH
-    -- queue-wide limits (includes/controls.lua "Queue-wide limits"): stored only
-    concurrency = tonumber(s.concurrency),
-    rate_max = tonumber(s.rate_max),
-    rate_per = tonumber(s.rate_per_ms),
-    -- the aged ordering's step per tier (docs/ordering.md), ms (settings.DEFAULT_AGE_STEP)
-    age_step_ms = tonumber(s.age_step_ms or 60000),
-    -- per-minute metrics (includes/metrics.lua): stored only
-    metrics = s.metrics == "1",
-  }
+  OPT_LAZY.argv = ARGV
+  OPT = setmetatable({}, OPT_LAZY)
   for i = 1, #call_resets do call_resets[i]() end
 end
 
@@ -216,6 +211,108 @@ function META.put(name, value)
   end
   META.known[name] = value
   META.changed[name] = true
+end
+
+-- The values of the meta fields ``...`` as this call sees them (nil: absent),
+-- read with one HMGET of the ones the call has not read yet (none: no command).
+-- A script that names the fields it will need in its first META.read pays one
+-- read for all of them.
+function META.fetch(...)
+  local names, known = {...}, META.known
+  local missing = {}
+  for i = 1, #names do
+    if known[names[i]] == nil then missing[#missing + 1] = names[i] end
+  end
+  if #missing > 0 then META.read(unpack(missing)) end
+  local values = {}
+  for i = 1, #names do values[i] = known[names[i]] or nil end
+  return values
+end
+
+-- Features (DESIGN §9: a feature costs only the queues that use it). A queue
+-- in stored format 2 (meta "v") marks in its meta hash each feature whose
+-- state exists, and a call reads a feature's keys only when its mark is
+-- there; the marks are read with the call's other meta fields (FEATURES: a
+-- script names them in its first META.read), so a plain queue pays nothing
+-- for them:
+--   fs  the settings hash holds a setting (configure.lua)
+--   fl  a lane control was set on some lane (setLane.lua; kept)
+--   fg  a lane weight is stored (setLane.lua; removed with the last weight)
+--   fw  a client waits on a job (wait.lua, batchDone.lua; removed when
+--       maintenance finds the waiters' set empty)
+-- A queue in format 1 (written by an older echomq, or not written yet) has
+-- no marks: every feature counts as used, and its keys are read as before.
+META.FEATURES = {"v", "fs", "fl", "fg", "fw"}
+
+-- Whether the queue may use feature ``mark`` (one of META.FEATURES but "v").
+function META.uses(mark)
+  local f = META.fetch("v", mark)
+  return f[1] ~= FORMAT or f[2] ~= nil
+end
+
+-- In format 2 the default lane's own counters are fields of the meta hash,
+-- read and written with the call's other counters, so a plain queue's claim
+-- and completion pay no command for them: "a:" its active jobs (K_LANECTL's
+-- "a:L" for every other lane, includes/controls.lua) and "s:" its claims
+-- since it joined the ring (K_SERVED's count for every other lane; K_SERVED
+-- still lists the default lane while it is in the ring). A format-1 queue
+-- keeps the default lane's in K_LANECTL and K_SERVED, as it always did.
+-- A queue whose meta hash holds neither "v" nor "o" has no job written yet:
+-- a call that writes its first mark (configure, a lane control, a wait) makes
+-- it format 2 there and then, so its marks are exact from the start (else
+-- the first add, seeing no "v", would take it for format 1 once more).
+function META.stamp_format()
+  local f = META.fetch("v", "o")
+  if not f[1] and not f[2] then META.put("v", FORMAT) end
+end
+
+function META.lane_counts(lane)
+  return lane == "" and META.fetch("v")[1] == FORMAT
+end
+
+OPT_LAZY.load = function(t)
+  rawset(t, "_loaded", true)
+  local s = {}
+  if META.uses("fs") then
+    -- the whole hash (a handful of fields, only the names settings.py allows):
+    -- cheaper than an HMGET naming all fourteen
+    local stored = redis.call("HGETALL", K_SETTINGS)
+    for i = 1, #stored, 2 do s[stored[i]] = stored[i + 1] end
+  end
+  local ARGV = OPT_LAZY.argv
+  t.max_stalls = tonumber(s.max_stalls or ARGV[2])
+  t.keep_completed_ms = tonumber(s.keep_completed_ms or ARGV[3])
+  t.keep_completed = tonumber(s.keep_completed or ARGV[4])
+  t.keep_dead_ms = tonumber(s.keep_dead_ms or ARGV[5])
+  t.keep_dead = tonumber(s.keep_dead or ARGV[6])
+  t.max_attempts = tonumber(s.max_attempts)
+  t.backoff = s.backoff_base_ms and {tonumber(s.backoff_base_ms), tonumber(s.backoff_factor),
+    tonumber(s.backoff_cap_ms), tonumber(s.backoff_jitter)}
+  t.event_stream_length = tonumber(s.event_stream_length or 10000)  -- settings.DEFAULT_EVENT_STREAM_LENGTH
+  -- queue-wide limits (includes/controls.lua "Queue-wide limits"): stored only
+  t.concurrency = tonumber(s.concurrency)
+  t.rate_max = tonumber(s.rate_max)
+  t.rate_per = tonumber(s.rate_per_ms)
+  -- the aged ordering's step per tier (docs/ordering.md), ms (settings.DEFAULT_AGE_STEP)
+  t.age_step_ms = tonumber(s.age_step_ms or 60000)
+  -- per-minute metrics (includes/metrics.lua): stored only
+  t.metrics = s.metrics == "1"
+end
+
+-- The timed sets' first scores as lower bounds in the meta hash (format 2):
+-- no delayed job fires before "td", no lease ends before "tx" (absent: not
+-- known). A claim scans the delayed or the active set only once the clock
+-- has reached its bound, and then writes the first score it found
+-- (includes/time.lua); every write of a score into either set lowers the
+-- bound (META.note: ring_if_earliest, includes/lanes.lua, runs it before
+-- every job enters the delayed set; a lease runs it), and maintenance writes both
+-- exactly. META.NO_TIME: the set is empty.
+META.NO_TIME = 9007199254740991
+
+-- Lower the bound ``mark`` ("td" or "tx") to ``at`` if it is above.
+function META.note(mark, at)
+  local bound = META.fetch(mark)[1]
+  if bound and tonumber(at) < tonumber(bound) then META.put(mark, fmt(at)) end
 end
 
 -- Write the changed fields (end_call does it: no script can forget).

@@ -93,7 +93,8 @@ local function flush_lanes(seen)
     index_pairs(pending[lane], indexed)
   end
   if #indexed > 0 then call_chunked("ZADD", K_RENUMBER, indexed, 2) end
-  if joined then redis.call("HSET", K_LANECTL, "vt", joined) end
+  -- (the virtual tail matters only where lanes can be parked: includes/controls.lua)
+  if joined and META.uses("fl") then redis.call("HSET", K_LANECTL, "vt", joined) end
   pending = {}
   pending_order = {}
 end
@@ -134,6 +135,7 @@ end
 -- the lanes anchored after it follow the lane before it (``pred``; nil: read
 -- from the list); the virtual tail moves back to that lane.
 local function left_cycle(lane, pred)
+  if not META.uses("fl") then return end  -- no parked lane, no virtual tail
   local ctl = redis.call("HMGET", K_LANECTL, "np", "vt")
   if not ctl[1] and ctl[2] ~= lane then return end
   if pred == nil then
@@ -150,13 +152,14 @@ end
 -- A lane that emptied leaves the ring, its served count and (if it had it)
 -- the turn; a parked lane leaves the parked lanes.
 local function leave_ring(lane)
-  if redis.call("HEXISTS", K_LANECTL, "k:" .. lane) == 1 then
+  if META.uses("fl") and redis.call("HEXISTS", K_LANECTL, "k:" .. lane) == 1 then
     parked_lane_left(lane)
   else
     left_cycle(lane, nil)
     redis.call("LREM", K_RING, 1, lane)
   end
   redis.call("HDEL", K_SERVED, lane)
+  if META.lane_counts(lane) then META.put("s:", 0) end
   if redis.call("HGET", K_TURN, "lane") == lane then
     redis.call("DEL", K_TURN)
   end
@@ -173,6 +176,7 @@ end
 -- until the earliest fire time they know of, so a job that fires before every
 -- delayed job already there rings the doorbell and the woken worker re-reads it.
 local function ring_if_earliest(fire_ms)
+  META.note("td", fire_ms)
   local first = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")
   if not first[2] or tonumber(fire_ms) < tonumber(first[2]) then ring_doorbell() end
 end
@@ -213,7 +217,7 @@ end)
 -- Stop a renumbering: nothing is left to renumber (includes/renumber.lua).
 local function end_renumbering()
   redis.call("UNLINK", K_RENUMBER)
-  redis.call("HDEL", K_META, "rn", "rnn", "rnh", "rnl", "rnz", "rna")
+  redis.call("HDEL", K_META, "rn", "rnn", "rnh", "rnl", "rnz", "rna", "rq")
   renumbering = false
 end
 
@@ -230,6 +234,15 @@ local function rebased(cur)
   return 0
 end
 
+-- The counter went past REBASE_AT: the meta mark "rq" tells read_renumber
+-- (includes/renumber.lua) to look at it; until then no call reads the counter
+-- to learn that it is low. Written once (later calls read the mark).
+function META.note_high_counter(c)
+  if c <= REBASE_AT or META.known.rq == "1" then return end
+  redis.call("HSET", K_META, "rq", "1")
+  if META.known.rq ~= nil then META.known.rq = "1" end
+end
+
 -- Never reached while renumberings start at 2^31 (docs/ordering.md proves
 -- the counter stays below 2^32 meanwhile): refuse rather than wrap.
 local function counter_exhausted()
@@ -242,6 +255,7 @@ local function reserve_arrivals(k)
   local cur = rebased(tonumber(redis.call("GET", K_COUNTER) or "0"))
   if cur + k > MAX_COUNTER then counter_exhausted() end
   redis.call("SET", K_COUNTER, cur + k)
+  META.note_high_counter(cur + k)
   reserved_next, reserved_last = cur + 1, cur + k
 end
 
@@ -269,6 +283,7 @@ local function arrival_score(order, tier, due)
   elseif c > MAX_COUNTER then
     counter_exhausted()
   end
+  META.note_high_counter(c)
   return tier * TIER_UNIT + c
 end
 

@@ -112,7 +112,8 @@ end
 local function read_renumber(takes, base, ...)
   -- the ordering (as ordering() reads it), the pause and a drop under way
   -- (dr: dropPage.lua's last page, ms; add.lua refuses then) in the same read
-  local state = META.read("rn", "rnh", "rnl", "rnz", "rna", "rnn", "o", "paused", "dr", ...)
+  local state = META.fetch("rn", "rnh", "rnl", "rnz", "rna", "rnn", "o", "paused", "dr", "v",
+    "rq", ...)
   -- the lanes' view of the renumbering (renumber_state, includes/lanes.lua): read here
   renumbering = state[1] and {stage = state[1], next = tonumber(state[6]) or 1} or false
   local meta = {state[7] or nil, state[8] or nil, state[9] or nil}
@@ -122,7 +123,14 @@ local function read_renumber(takes, base, ...)
     -- a claim that takes no counter cannot bring it closer to 2^32: the next
     -- call that takes one (an add, a promotion) or maintenance starts it
     if takes == 0 and base == CLAIM_RENUMBER_BUDGET then return nil, meta end
-    if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then return nil, meta end
+    -- in format 2 the mark "rq" says the counter may be past RENUMBER_AT
+    -- (note_high_counter, includes/lanes.lua): a queue without it reads no counter
+    if state[10] == FORMAT and not state[11] then return nil, meta end
+    if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then
+      -- (the mark outlived a re-base: gone, so the next calls read nothing)
+      if state[11] then redis.call("HDEL", K_META, "rq") end
+      return nil, meta
+    end
     -- an idle queue re-bases at its next arrival instead (includes/lanes.lua)
     if tonumber(redis.call("HGET", K_META, "w") or "0") <= 0
       and redis.call("ZCARD", K_ACTIVE) == 0 then return nil, meta end

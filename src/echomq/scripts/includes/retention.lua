@@ -28,7 +28,9 @@ local waiters_present     -- whether K_WAITERS exists (read once per call; nil: 
 on_call(function() waiters_present = nil end)
 
 local function any_waiters()
-  if waiters_present == nil then waiters_present = redis.call("EXISTS", K_WAITERS) == 1 end
+  if waiters_present == nil then
+    waiters_present = META.uses("fw") and redis.call("EXISTS", K_WAITERS) == 1
+  end
   return waiters_present
 end
 

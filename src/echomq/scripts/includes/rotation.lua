@@ -239,7 +239,7 @@ end
 function Rotation.weight(p, lane)
   local w = p.weights[lane]
   if not w then
-    w = tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1")
+    w = META.uses("fg") and tonumber(redis.call("HGET", K_WEIGHTS, lane) or "1") or 1
     p.weights[lane] = w
   end
   return w
@@ -290,15 +290,24 @@ end
 function Rotation.plan(due, expired, n, now, paused)
   local r = Rotation.ring(n + 1)
   local head = r.front[1]
-  local fields = {"np", "vt"}
-  if head then
-    for _, f in ipairs({gate_fields(head)}) do fields[#fields + 1] = f end
+  -- a queue that never set a lane control has no parked lane, no virtual
+  -- tail and open gates: it reads none of K_LANECTL (includes/fixed.lua, features)
+  local controls = META.uses("fl")
+  local ctl = {}
+  if controls then
+    local fields = {"np", "vt"}
+    if head then
+      for _, f in ipairs({gate_fields(head)}) do fields[#fields + 1] = f end
+    end
+    ctl = redis.call("HMGET", K_LANECTL, unpack(fields))
   end
-  local ctl = redis.call("HMGET", K_LANECTL, unpack(fields))
   local p = {np = tonumber(ctl[1]) or 0, vt = ctl[2] or nil, gates = {}, weights = {},
     joined = {}, settle = {}, steps = {}, jobs = {}, served = {}, lost = {}, dying = {},
     dropped = 0, woken = {}}
-  if head then p.gates[head] = gate_from(head, {ctl[3], ctl[4], ctl[5], ctl[6], ctl[7]}) end
+  if head then
+    p.gates[head] = controls and gate_from(head, {ctl[3], ctl[4], ctl[5], ctl[6], ctl[7]})
+      or gate_from(head, nil)
+  end
   -- parked lanes whose throttle or rate window has ended (only parked lanes
   -- are listed there: none while np is absent)
   if p.np > 0 then
@@ -470,12 +479,13 @@ function Rotation.apply(p, now, deadline, claimed_at, worker, out)
       redis.call("LPOP", K_RING)
       if step[3] then note_gone(lane, step[3]) end
       redis.call("HDEL", K_SERVED, lane)
+      if META.lane_counts(lane) then META.put("s:", 0) end
     else
       redis.call("LMOVE", K_RING, K_RING, "LEFT", "RIGHT")
     end
   end
   for _, g in pairs(p.gates) do record_claims(g, now) end
-  if p.vt ~= p.vt_before then
+  if p.vt ~= p.vt_before and META.uses("fl") then
     if p.vt then redis.call("HSET", K_LANECTL, "vt", p.vt) else redis.call("HDEL", K_LANECTL, "vt") end
   end
   local turn = p.turn
@@ -487,7 +497,11 @@ function Rotation.apply(p, now, deadline, claimed_at, worker, out)
     redis.call("DEL", K_TURN)
   end
   for lane, count in pairs(p.served) do
-    if count then redis.call("HINCRBY", K_SERVED, lane, count) end
+    if count and META.lane_counts(lane) then
+      META.add("s:", count)
+    elseif count then
+      redis.call("HINCRBY", K_SERVED, lane, count)
+    end
   end
   return active
 end

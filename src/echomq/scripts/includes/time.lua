@@ -26,6 +26,37 @@ local CLAIM_EXTRA = 50
 -- on a loaded 2-CPU machine).
 local EXPIRED_BUDGET = 50
 
+-- What a claim reads of the delayed ("td") or the active ("tx") set
+-- (META.note, includes/fixed.lua): "skip" while the clock is before the
+-- queue's bound, "measure" once it is there (or not known), nil on a
+-- format-1 queue (no bounds: always scanned, as before).
+function META.timed_scan(mark, now)
+  local f = META.fetch("v", mark)
+  if f[1] ~= FORMAT then return nil end
+  if f[2] and tonumber(f[2]) > now then return "skip" end
+  return "measure"
+end
+
+-- The members of a timed set due at ``now``, earliest first, at most
+-- ``limit``; with ``bound`` "measure" also the score of the first member left
+-- after them (META.NO_TIME: none), read by the same command.
+function META.scan_timed(zkey, now, limit, bound)
+  if bound ~= "measure" then
+    return redis.call("ZRANGEBYSCORE", zkey, "-inf", fmt(now), "LIMIT", 0, limit), nil
+  end
+  local first = redis.call("ZRANGE", zkey, 0, limit, "WITHSCORES")
+  local ids, next_at = {}, META.NO_TIME
+  for i = 1, #first, 2 do
+    local at = tonumber(first[i + 1])
+    if #ids == limit or at > now then
+      next_at = at
+      break
+    end
+    ids[#ids + 1] = first[i]
+  end
+  return ids, next_at
+end
+
 -- How many due jobs / expired leases a claim of n handles (250 at most: a
 -- literal, as claim.lua is near Lua's limit of 200 locals per chunk).
 local function claim_budget(n)
@@ -39,9 +70,11 @@ end
 -- (tier nil if the hash is gone) and scores[i] the lane score it will get
 -- (scores is nil when that cannot be known before writing: see
 -- foresee_arrivals).
-local function read_due(now, limit)
-  local due = redis.call("ZRANGEBYSCORE", K_DELAYED, "-inf", fmt(now), "LIMIT", 0,
-    limit or TIMED_BUDGET)
+-- ``bound`` (META.timed_scan below): "skip" reads nothing (none can be due);
+-- "measure" also finds the first score left after these (plan.bound).
+local function read_due(now, limit, bound)
+  if bound == "skip" then return {ids = {}, fields = {}} end
+  local due, next_at = META.scan_timed(K_DELAYED, now, limit or TIMED_BUDGET, bound)
   local fields, lanes = {}, {}
   local order = #due > 0 and ordering()  -- read only when a job comes due
   for i, id in ipairs(due) do
@@ -51,7 +84,7 @@ local function read_due(now, limit)
     fields[i] = f
     read_lane(lanes, f[2])
   end
-  local plan = {ids = due, fields = fields, order = order}
+  local plan = {ids = due, fields = fields, order = order, bound = next_at}
   local base = #due > 0 and foresee_arrivals(order, #due)
   if base then
     plan.scores = {}
@@ -81,6 +114,7 @@ local function promote(plan)
   call_chunked("ZREM", K_RETRYING, due, 1)
   if plan.scores and order == "composite" then
     redis.call("SET", K_COUNTER, plan.counter_after)
+    META.note_high_counter(plan.counter_after)
   elseif not plan.scores and order == "composite" and #due > 1 then
     reserve_arrivals(#due)
   end
@@ -107,9 +141,9 @@ end
 -- stall count ids[i] has once returned (its field st + 1). The dead set's
 -- pruning is planned too: always if ``prune_dead``, else only when this call
 -- buries a job.
-local function read_expired(now, prune_dead, limit)
-  local expired = redis.call("ZRANGEBYSCORE", K_ACTIVE, "-inf", fmt(now), "LIMIT", 0,
-    limit or TIMED_BUDGET)
+local function read_expired(now, prune_dead, limit, bound)
+  if bound == "skip" then return {ids = {}, fields = {}, stalls = {}, dead_victims = {}} end
+  local expired, next_at = META.scan_timed(K_ACTIVE, now, limit or TIMED_BUDGET, bound)
   local fields, lanes, stalls = {}, {}, {}
   local buried, freed = {}, {}
   for i, id in ipairs(expired) do
@@ -131,7 +165,8 @@ local function read_expired(now, prune_dead, limit)
   if prune_dead or #buried > 0 then
     victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, buried)
   end
-  return {ids = expired, fields = fields, stalls = stalls, dead_victims = victims}
+  return {ids = expired, fields = fields, stalls = stalls, dead_victims = victims,
+    bound = next_at}
 end
 
 -- Return the leases read by read_expired: back to waiting at the old place

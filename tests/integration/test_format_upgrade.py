@@ -1,0 +1,175 @@
+"""Stored format 1 -> 2 (docs/design.md §9, issue 29).
+
+A queue is written by the code of the last format-1 commit (taken from git
+history into a temporary directory and run in a subprocess, so the format-1
+scripts are the real ones), holding waiting, delayed, active, retrying,
+blocked, dead and completed jobs, a stored setting, a lane weight and a lane
+cap. The first format-2 queue object that connects upgrades it; then every
+job is readable, the marks and the default lane's counts are where format 2
+reads them, and the queue drains in order with every job run once, the cap
+and the weight obeyed.
+
+Not covered here: format-1 and format-2 clients running side by side after
+the upgrade (design.md §9 says what that may cost and that format-1
+processes are to be restarted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from echomq import SyncQueue
+from echomq.keys import QueueKeys
+
+#: the last commit whose code writes stored format 1
+FORMAT_1_COMMIT = "e28804d"
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.no_cluster("one server is enough: the upgrade is one script per queue")
+
+BUILD_FORMAT_1 = r"""
+import json, sys
+from echomq import SyncQueue
+
+url, name = sys.argv[1], sys.argv[2]
+ids = {}
+with SyncQueue(name, url) as q:
+    q.set_weight("heavy", 3)
+    q.set_lane("capped", concurrency=1)
+    ids["active"] = q.add("run", {"k": "active"})
+    [job] = q.claim(1, lease=120)
+    assert job.id == ids["active"]
+    ids["retrying"] = q.add("run", {"k": "retrying"})
+    [job] = q.claim(1)
+    q.fail(job, "later", retry_delay=1.0)
+    ids["dead"] = q.add("run", {"k": "dead"})
+    [job] = q.claim(1)
+    q.fail(job, "no", retry=False)
+    ids["completed"] = q.add("run", {"k": "completed"})
+    [job] = q.claim(1)
+    q.complete(job, {"ok": 1})
+    q.configure(max_attempts=1)  # stored: every job added after it gets 1
+    ids["blocked"] = q.add("run", {"k": "blocked"}, depends_on=[ids["active"]])
+    ids["delayed"] = q.add("run", {"k": "delayed"}, delay=1.0)
+    ids["waiting"] = [q.add("run", {"k": f"w{i}"}) for i in range(3)]
+    ids["heavy"] = [q.add("run", {"k": f"h{i}"}, group="heavy") for i in range(6)]
+    ids["capped"] = [q.add("run", {"k": f"c{i}"}, group="capped") for i in range(3)]
+print(json.dumps(ids))
+"""
+
+
+def format_1_source(tmp_path: Path) -> Path:
+    """The package as the format-1 commit had it, extracted into ``tmp_path``."""
+    git = shutil.which("git")
+    if git is None or not (REPO / ".git").exists():
+        pytest.skip("needs the repository's git history (the format-1 code)")
+    known = subprocess.run(
+        [git, "-C", str(REPO), "cat-file", "-e", f"{FORMAT_1_COMMIT}^{{commit}}"], check=False
+    )
+    if known.returncode != 0:
+        pytest.skip(f"commit {FORMAT_1_COMMIT} is not in this clone (a shallow clone?)")
+    archive = subprocess.run(
+        [git, "-C", str(REPO), "archive", FORMAT_1_COMMIT, "src/echomq"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
+    return tmp_path / "src"
+
+
+def build_format_1_queue(tmp_path: Path, url: str, name: str) -> dict[str, Any]:
+    source = format_1_source(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD_FORMAT_1, url, name],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    ids: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return ids
+
+
+def test_a_format_1_queue_is_upgraded_and_drains_in_order(
+    tmp_path: Path, backend_url: str, queue_name: str, redis_client: redis.Redis
+) -> None:
+    ids = build_format_1_queue(tmp_path, backend_url, queue_name)
+    keys = QueueKeys(queue_name)
+    assert redis_client.hget(keys.meta, "v") == "1"
+    assert redis_client.hget(keys.lanectl, "a:") == "1"  # format 1: the default lane's count
+    with SyncQueue(queue_name, backend_url) as q:
+        assert q.get(ids["active"]) is not None  # the first call: the greeting upgrades
+        meta = redis_client.hgetall(keys.meta)
+        assert meta["v"] == "2"
+        assert {"fs", "fl", "fg"} <= set(meta) and "fw" not in meta
+        assert meta["a:"] == "1" and redis_client.hget(keys.lanectl, "a:") is None
+        probe = q.get(q.add("probe"))  # the stored setting is still obeyed (its mark: fs)
+        assert probe is not None and probe.max_attempts == 1
+        assert q.remove(probe.id)
+
+        states = {
+            "active": "active",
+            "retrying": "failed",
+            "dead": "dead",
+            "completed": "completed",
+            "blocked": "blocked",
+            "delayed": "delayed",
+        }
+        for kind, state in states.items():
+            job = q.get(ids[kind])
+            assert job is not None and job.state == state, (kind, job)
+        for job_id in ids["waiting"] + ids["heavy"] + ids["capped"]:
+            job = q.get(job_id)
+            assert job is not None and job.state == "waiting"
+
+        active = q.get(ids["active"])
+        assert active is not None
+        q.complete(active, {"ran": "after the upgrade"})  # releases the blocked job
+
+        claimed: list[str] = []
+        deadline = time.monotonic() + 20
+        expected = 1 + 1 + 1 + 3 + 6 + 3  # retrying, blocked, delayed, waiting, heavy, capped
+        while len(claimed) < expected:
+            assert time.monotonic() < deadline, f"drained {len(claimed)} of {expected}"
+            batch = q.claim(10)
+            capped = [job for job in batch if job.group == "capped"]
+            assert len(capped) <= 1, "the lane cap of 1 was not obeyed after the upgrade"
+            for job in batch:
+                claimed.append(job.id)
+                q.complete(job, None)
+            if not batch:
+                time.sleep(0.05)
+        assert len(claimed) == len(set(claimed)) == expected, "a job ran twice"
+        waiting = [i for i in claimed if i in ids["waiting"]]
+        assert waiting == ids["waiting"], "the default lane's order changed"
+        heavy = [i for i in claimed if i in ids["heavy"]]
+        assert heavy == ids["heavy"]
+        counts = q.stats().counts
+        assert counts["dead"] == 1 and counts["completed"] == expected + 2
+        assert redis_client.hget(keys.meta, "a:") == "0"
+        assert redis_client.hget(keys.lanectl, "a:") is None
+
+
+def test_a_new_queue_is_written_in_format_2_and_the_greeting_writes_nothing_before(
+    backend_url: str, queue_name: str, redis_client: redis.Redis
+) -> None:
+    keys = QueueKeys(queue_name)
+    with SyncQueue(queue_name, backend_url) as q:
+        assert q.stats().counts["waiting"] == 0  # the greeting ran: nothing was stored
+        assert redis_client.exists(keys.meta) == 0
+        q.add("j")
+        assert redis_client.hget(keys.meta, "v") == "2"
