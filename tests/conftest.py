@@ -69,11 +69,18 @@ Backend = PrivateServer | LocalCluster
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip ``no_cluster`` tests on the cluster backend, with the marker's reason."""
+    """Skip ``no_cluster`` tests on the cluster backend, and ``only_backends``
+    tests on the other backends, with the marker's reason."""
     for item in items:
-        marker = item.get_closest_marker("no_cluster")
         callspec = getattr(item, "callspec", None)
-        if marker is None or callspec is None or callspec.params.get("backend") != "cluster":
+        kind = callspec.params.get("backend") if callspec is not None else None
+        only = item.get_closest_marker("only_backends")
+        if only is not None and kind is not None and kind not in only.args:
+            why = only.kwargs.get("reason", "")
+            item.add_marker(pytest.mark.skip(reason=f"on {', '.join(only.args)} only: {why}"))
+            continue
+        marker = item.get_closest_marker("no_cluster")
+        if marker is None or kind != "cluster":
             continue
         reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
         item.add_marker(pytest.mark.skip(reason=f"not on a cluster: {reason}"))

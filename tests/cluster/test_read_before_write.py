@@ -645,6 +645,7 @@ NO_DYNAMIC_KEYS = {
     "stopBell": "its own KEYS[1] only",
     "ring": "the fixed keys only (the doorbell)",
     "pauseQueue": "the fixed keys only (meta, the doorbell, the event stream)",
+    "upgrade": "the fixed keys only (meta, lanectl, served: the stored format's step)",
     "dropPage": "deletes the keys a SCAN finds on this node, after reading them (EXISTS)",
 }
 

@@ -47,6 +47,10 @@ from integration.lockstep import ORDERINGS, PROFILE, EventIds, ms
 from keyspace import set_counter
 from model import NEVER, UNSET, Group, OrderModel
 
+pytestmark = pytest.mark.only_backends(
+    "valkey", "redis", "cluster", reason="many examples each; Valkey 9.1 runs the other tests"
+)
+
 RENUMBER_AT = budget("renumber", "RENUMBER_AT")  # a renumbering starts past this counter
 
 SHORT = 0.001  # seconds: a delay or lease that is waited out before the next operation

@@ -33,6 +33,10 @@ from integration.test_order_model import (
 )
 from model import OrderModel
 
+pytestmark = pytest.mark.only_backends(
+    "valkey", "redis", "cluster", reason="many examples each; Valkey 9.1 runs the other tests"
+)
+
 
 @pytest.fixture
 def client(backend_url: str) -> Iterator[connection.SyncClient]:

@@ -291,6 +291,9 @@ async def test_workers_wake_for_a_fire_not_only_at_maintenance(
 
 
 @pytest.mark.slow
+@pytest.mark.only_backends(
+    "valkey", "cluster", reason="30 s of wall time; the fire's compare-and-set is one script"
+)
 async def test_four_workers_one_second_schedules_for_30_seconds(
     backend_url: str, queue_name: str, redis_client: redis.Redis
 ) -> None:

@@ -366,6 +366,7 @@ async def test_a_process_task_returns_its_result_and_its_error(aq: Queue) -> Non
     assert dead.traceback is not None and "fails_in_process" in dead.traceback
 
 
+@pytest.mark.only_backends("valkey", reason="process behaviour, the same on every server")
 async def test_a_process_task_past_its_timeout_is_killed_before_its_retry(
     aq: Queue, tmp_path: Path
 ) -> None:

@@ -66,7 +66,7 @@ for i, item in ipairs(items) do
         local ctl
         if META.lane_counts(lane) then
           -- its count in the meta hash; parked only if lane controls were ever set
-          ctl = {META.fetch("a:")[1], META.uses("fl") and redis.call("HGET", K_LANECTL, "k:") or nil}
+          ctl = {META.value("a:"), META.uses("fl") and redis.call("HGET", K_LANECTL, "k:") or nil}
         else
           ctl = redis.call("HMGET", K_LANECTL, "a:" .. lane, "k:" .. lane)
         end

@@ -78,7 +78,7 @@ elseif qr and (not nf or tonumber(qr) < tonumber(nf)) then
 end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 -- the timed sets' bounds, exact again (includes/fixed.lua META.note)
-if META.fetch("v")[1] == FORMAT then
+if META.value("v") == FORMAT then
   local first_due = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
   META.put("td", first_due and fmt(tonumber(first_due)) or fmt(META.NO_TIME))
   META.put("tx", nd[2] and fmt(tonumber(nd[2])) or fmt(META.NO_TIME))

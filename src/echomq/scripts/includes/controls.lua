@@ -53,7 +53,7 @@ end
 -- kept all the same, for a control set later)
 local function gate_from(lane, f)
   if not f then return {lane = lane, active = 0, paused = false, taken = 0, gated = false} end
-  local active = META.lane_counts(lane) and META.fetch("a:")[1] or f[2]
+  local active = META.lane_counts(lane) and META.value("a:") or f[2]
   local g = {lane = lane, cap = tonumber(f[1]), active = tonumber(active) or 0,
     paused = f[3] == "1", until_ms = tonumber(f[4]), taken = 0}
   if f[5] then
@@ -118,7 +118,7 @@ local function give_back(lane, count, active)
   local field = "a:" .. lane
   if META.lane_counts(lane) then
     -- (kept at 0 rather than deleted: one field, written with the counters)
-    META.put("a:", math.max(0, (tonumber(META.fetch("a:")[1]) or 0) - count))
+    META.put("a:", math.max(0, (tonumber(META.value("a:")) or 0) - count))
   elseif active and active > count then
     redis.call("HINCRBY", K_LANECTL, field, -count)
   elseif active or redis.call("HINCRBY", K_LANECTL, field, -count) <= 0 then

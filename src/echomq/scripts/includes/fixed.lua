@@ -120,12 +120,15 @@ local SETTLE_KB = 1024
 -- OPT is read when a call first needs one of its values (load_opt below): a
 -- format-2 queue whose meta hash says no setting is stored ("fs" absent,
 -- features below) reads no settings at all.
--- (OPT_LAZY.load is defined once META is, below; OPT_LAZY.argv is the call's ARGV)
+-- start_call sets OPT to OPT_LAZY.proxy, an empty table made once whose
+-- first read builds the call's OPT (OPT_LAZY.load, defined once META is,
+-- below, from OPT_LAZY.argv, the call's ARGV) and puts it in OPT's place:
+-- one table per call, built by one constructor (a table grown field by field
+-- rehashes as it grows, work the server pays on every call).
 local OPT_LAZY = {}
-OPT_LAZY.__index = function(t, name)
-  if rawget(t, "_loaded") then return nil end
-  OPT_LAZY.load(t)
-  return rawget(t, name)
+OPT_LAZY.__index = function(_, name)
+  OPT = OPT_LAZY.load()
+  return OPT[name]
 end
 
 -- The first thing every call runs (the wrapper adds it: echomq/scripts/__init__.py).
@@ -140,7 +143,9 @@ local function start_call(KEYS, ARGV)
   K_BLOCKED, K_RELEASING, K_CANCELLED = KEYS[23], KEYS[24], KEYS[25]
   PREFIX = ARGV[1]
   OPT_LAZY.argv = ARGV
-  OPT = setmetatable({}, OPT_LAZY)
+  -- (made at the first call: FUNCTION LOAD's top level has no setmetatable)
+  if not OPT_LAZY.proxy then OPT_LAZY.proxy = setmetatable({}, OPT_LAZY) end
+  OPT = OPT_LAZY.proxy
   for i = 1, #call_resets do call_resets[i]() end
 end
 
@@ -213,22 +218,29 @@ function META.put(name, value)
   META.changed[name] = true
 end
 
--- The values of the meta fields ``...`` as this call sees them (nil: absent),
--- read with one HMGET of the ones the call has not read yet (none: no command).
--- A script that names the fields it will need in its first META.read pays one
--- read for all of them.
+-- The values of the meta fields ``...`` as META.read returns them (false:
+-- absent): from the call's copy when it read them all already (a script that
+-- names every field it needs in its first META.read pays one HMGET), else
+-- read, all of them, with one HMGET. Before the call changed any of them.
+-- One table either way: a table made per call is garbage the server's Lua
+-- collector pays for, at a cost that grows with the library's heap.
 function META.fetch(...)
-  local names, known = {...}, META.known
-  local missing = {}
-  for i = 1, #names do
-    if known[names[i]] == nil then missing[#missing + 1] = names[i] end
+  local known, values = META.known, {...}
+  for i = 1, #values do
+    local value = known[values[i]]
+    if value == nil then return META.read(...) end
+    values[i] = value
   end
-  if #missing > 0 then META.read(unpack(missing)) end
-  local values = {}
-  for i = 1, #names do values[i] = known[names[i]] or nil end
   return values
 end
 
+-- The value of one meta field as this call sees it (nil: absent): no
+-- command when the call read it already, else one HMGET.
+function META.value(name)
+  local value = META.known[name]
+  if value == nil then value = META.read(name)[1] end
+  return value or nil
+end
 -- Features (DESIGN §9: a feature costs only the queues that use it). A queue
 -- in stored format 2 (meta "v") marks in its meta hash each feature whose
 -- state exists, and a call reads a feature's keys only when its mark is
@@ -246,8 +258,8 @@ META.FEATURES = {"v", "fs", "fl", "fg", "fw"}
 
 -- Whether the queue may use feature ``mark`` (one of META.FEATURES but "v").
 function META.uses(mark)
-  local f = META.fetch("v", mark)
-  return f[1] ~= FORMAT or f[2] ~= nil
+  if META.value("v") ~= FORMAT then return true end
+  return META.value(mark) ~= nil
 end
 
 -- In format 2 the default lane's own counters are fields of the meta hash,
@@ -262,16 +274,14 @@ end
 -- it format 2 there and then, so its marks are exact from the start (else
 -- the first add, seeing no "v", would take it for format 1 once more).
 function META.stamp_format()
-  local f = META.fetch("v", "o")
-  if not f[1] and not f[2] then META.put("v", FORMAT) end
+  if not META.value("v") and not META.value("o") then META.put("v", FORMAT) end
 end
 
 function META.lane_counts(lane)
-  return lane == "" and META.fetch("v")[1] == FORMAT
+  return lane == "" and META.value("v") == FORMAT
 end
 
-OPT_LAZY.load = function(t)
-  rawset(t, "_loaded", true)
+OPT_LAZY.load = function()
   local s = {}
   if META.uses("fs") then
     -- the whole hash (a handful of fields, only the names settings.py allows):
@@ -280,23 +290,25 @@ OPT_LAZY.load = function(t)
     for i = 1, #stored, 2 do s[stored[i]] = stored[i + 1] end
   end
   local ARGV = OPT_LAZY.argv
-  t.max_stalls = tonumber(s.max_stalls or ARGV[2])
-  t.keep_completed_ms = tonumber(s.keep_completed_ms or ARGV[3])
-  t.keep_completed = tonumber(s.keep_completed or ARGV[4])
-  t.keep_dead_ms = tonumber(s.keep_dead_ms or ARGV[5])
-  t.keep_dead = tonumber(s.keep_dead or ARGV[6])
-  t.max_attempts = tonumber(s.max_attempts)
-  t.backoff = s.backoff_base_ms and {tonumber(s.backoff_base_ms), tonumber(s.backoff_factor),
-    tonumber(s.backoff_cap_ms), tonumber(s.backoff_jitter)}
-  t.event_stream_length = tonumber(s.event_stream_length or 10000)  -- settings.DEFAULT_EVENT_STREAM_LENGTH
-  -- queue-wide limits (includes/controls.lua "Queue-wide limits"): stored only
-  t.concurrency = tonumber(s.concurrency)
-  t.rate_max = tonumber(s.rate_max)
-  t.rate_per = tonumber(s.rate_per_ms)
-  -- the aged ordering's step per tier (docs/ordering.md), ms (settings.DEFAULT_AGE_STEP)
-  t.age_step_ms = tonumber(s.age_step_ms or 60000)
-  -- per-minute metrics (includes/metrics.lua): stored only
-  t.metrics = s.metrics == "1"
+  return {
+    max_stalls = tonumber(s.max_stalls or ARGV[2]),
+    keep_completed_ms = tonumber(s.keep_completed_ms or ARGV[3]),
+    keep_completed = tonumber(s.keep_completed or ARGV[4]),
+    keep_dead_ms = tonumber(s.keep_dead_ms or ARGV[5]),
+    keep_dead = tonumber(s.keep_dead or ARGV[6]),
+    max_attempts = tonumber(s.max_attempts),
+    backoff = s.backoff_base_ms and {tonumber(s.backoff_base_ms), tonumber(s.backoff_factor),
+      tonumber(s.backoff_cap_ms), tonumber(s.backoff_jitter)},
+    event_stream_length = tonumber(s.event_stream_length or 10000),  -- settings.DEFAULT_EVENT_STREAM_LENGTH
+    -- queue-wide limits (includes/controls.lua "Queue-wide limits"): stored only
+    concurrency = tonumber(s.concurrency),
+    rate_max = tonumber(s.rate_max),
+    rate_per = tonumber(s.rate_per_ms),
+    -- the aged ordering's step per tier (docs/ordering.md), ms (settings.DEFAULT_AGE_STEP)
+    age_step_ms = tonumber(s.age_step_ms or 60000),
+    -- per-minute metrics (includes/metrics.lua): stored only
+    metrics = s.metrics == "1",
+  }
 end
 
 -- The timed sets' first scores as lower bounds in the meta hash (format 2):
@@ -311,7 +323,7 @@ META.NO_TIME = 9007199254740991
 
 -- Lower the bound ``mark`` ("td" or "tx") to ``at`` if it is above.
 function META.note(mark, at)
-  local bound = META.fetch(mark)[1]
+  local bound = META.value(mark)
   if bound and tonumber(at) < tonumber(bound) then META.put(mark, fmt(at)) end
 end
 

@@ -26,14 +26,19 @@ local CLAIM_EXTRA = 50
 -- on a loaded 2-CPU machine).
 local EXPIRED_BUDGET = 50
 
+-- What read_due and read_expired return when they skip: made once (a table
+-- made per call costs the collector), never written.
+META.NO_DUE = {ids = {}, fields = {}}
+META.NO_EXPIRED = {ids = {}, fields = {}, stalls = {}, dead_victims = {}}
+
 -- What a claim reads of the delayed ("td") or the active ("tx") set
 -- (META.note, includes/fixed.lua): "skip" while the clock is before the
 -- queue's bound, "measure" once it is there (or not known), nil on a
 -- format-1 queue (no bounds: always scanned, as before).
 function META.timed_scan(mark, now)
-  local f = META.fetch("v", mark)
-  if f[1] ~= FORMAT then return nil end
-  if f[2] and tonumber(f[2]) > now then return "skip" end
+  if META.value("v") ~= FORMAT then return nil end
+  local bound = META.value(mark)
+  if bound and tonumber(bound) > now then return "skip" end
   return "measure"
 end
 
@@ -73,7 +78,7 @@ end
 -- ``bound`` (META.timed_scan below): "skip" reads nothing (none can be due);
 -- "measure" also finds the first score left after these (plan.bound).
 local function read_due(now, limit, bound)
-  if bound == "skip" then return {ids = {}, fields = {}} end
+  if bound == "skip" then return META.NO_DUE end
   local due, next_at = META.scan_timed(K_DELAYED, now, limit or TIMED_BUDGET, bound)
   local fields, lanes = {}, {}
   local order = #due > 0 and ordering()  -- read only when a job comes due
@@ -142,7 +147,7 @@ end
 -- pruning is planned too: always if ``prune_dead``, else only when this call
 -- buries a job.
 local function read_expired(now, prune_dead, limit, bound)
-  if bound == "skip" then return {ids = {}, fields = {}, stalls = {}, dead_victims = {}} end
+  if bound == "skip" then return META.NO_EXPIRED end
   local expired, next_at = META.scan_timed(K_ACTIVE, now, limit or TIMED_BUDGET, bound)
   local fields, lanes, stalls = {}, {}, {}
   local buried, freed = {}, {}
