@@ -1,10 +1,13 @@
 """What ``q.position(job_id)`` costs with 10,000 lanes (issue 33).
 
 Target: 10,000 lanes in at most 10 ms of server time. position.lua reads the
-ring (one LRANGE), the weights (one HMGET per 1,000 lanes), the turn, and the
-backlog (ZCARD) only of the lanes whose allowance before the job is more than
-one claim (docs/ordering.md "Where a job stands"): every ring lane holds a
-job, so a lane allowed at most one claim before it adds exactly that.
+ring (one LRANGE), the weights (none when none is stored, else one HGETALL or
+one HMGET per 1,000 lanes), the turn, and the backlog (ZCARD) only of the
+lanes whose allowance before the job is more than one claim (docs/ordering.md
+"Where a job stands"): every ring lane holds a job, so a lane allowed at most
+one claim before it adds exactly that. The lanes are summed in one pass that
+finds the job's lane on the way; the ZCARDs (the server's command path, once
+per lane) and the listing are most of the time.
 
 Cases, each on one queue of a private server with ``--lanes`` lanes of 3
 waiting jobs each, the job asked about in the ring's last lane:

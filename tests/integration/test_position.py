@@ -122,3 +122,23 @@ def test_a_parked_lane_has_no_queue_position_and_eta_follows_completions(sq: Syn
     sq.claim(1)  # the rotation reaches the paused lane and parks it
     assert sq.position(waiting).queue_ahead is None
     assert sq.position(waiting).lane_ahead == 0
+
+
+def test_a_parked_lane_has_no_queue_position_past_the_closed_form(sq: SyncQueue) -> None:
+    # past the closed form (a job past its lane's first turn, or any weight
+    # stored) position.lua reads the ring lane by lane and finds the job's
+    # lane on the way: a parked lane is not in the ring, its jobs have no
+    # queue position (and their rank in the lane still)
+    parked = [sq.add("x", group="a") for _ in range(3)]
+    for group in ("b", "b", "c", "c"):
+        sq.add("x", group=group)
+    sq.set_lane("a", paused=True)
+    sq.claim(1)  # the rotation reaches the paused lane, parks it and serves b
+    deep = sq.position(parked[2])  # its lane's third turn: no closed form
+    assert (deep.lane_ahead, deep.queue_ahead) == (2, None)
+    sq.set_weight("c", 3)  # a weight stored: no closed form
+    first = sq.position(parked[0])
+    assert (first.lane_ahead, first.queue_ahead) == (0, None)
+    sq.set_lane("a", paused=False)
+    sq.claim(1)  # the lane comes back to the ring
+    assert sq.position(parked[2]).queue_ahead is not None

@@ -16,8 +16,10 @@
 -- allowance is at most 1 adds it without reading its backlog: only lanes that
 -- may hold fewer jobs than their allowance are read (ZCARD). With no weight
 -- stored and T = 0 that is a closed form: r + min(b_1, a) + (k - 2) (LPOS
--- finds k; no lane is listed). Work: at most one ZCARD per ring lane, and
--- at most POSITION_LANES lanes.
+-- finds k; no lane is listed). Else the ring is listed (LRANGE) and summed in
+-- one pass that finds l_k on the way (a lane not found is parked). Work: at
+-- most one ZCARD per ring lane, and at most POSITION_LANES lanes; the listing
+-- and the ZCARDs are most of a call's cost (benchmarks/position_cost.py).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -56,65 +58,96 @@ if completions > 0 then span = now - tonumber(recent[#recent]) end
 
 local function reply(queue_ahead) return {rank, queue_ahead, completions, span} end
 
-local m = redis.call("LLEN", K_RING)
+local call = redis.call
+local m = call("LLEN", K_RING)
 if m > POSITION_LANES then return reply(-2) end
-local at = redis.call("LPOS", K_RING, lane)
-if not at then return reply(-1) end
-local k = at + 1
-local head = k == 1 and lane or redis.call("LINDEX", K_RING, 0)
-local turn = redis.call("HMGET", K_TURN, "lane", "left")
-local stored = redis.call("HLEN", K_WEIGHTS)
-local own = redis.call("HMGET", K_WEIGHTS, head, lane)
+if m == 0 then return reply(-1) end
+local head = call("LINDEX", K_RING, 0)
+local turn = call("HMGET", K_TURN, "lane", "left")
+local stored = call("HLEN", K_WEIGHTS)
+local own = call("HMGET", K_WEIGHTS, head, lane)
 local w_head, w_lane = tonumber(own[1]) or 1, tonumber(own[2]) or 1
 local head_left = w_head
 if turn[1] == head and tonumber(turn[2]) then head_left = tonumber(turn[2]) end
 
--- the claims lane i (its weight w) may make in its first n turns
-local function allowance(i, w, n)
-  if n <= 0 then return 0 end
-  if i == 1 then return head_left + (n - 1) * w end
-  return n * w
-end
--- what lane i (name l, weight w, n turns before the job's claim) adds
-local function share(i, l, w, n)
-  local a = allowance(i, w, n)
-  if a > 1 then a = math.min(a, redis.call("ZCARD", lane_key(l))) end
-  return a
-end
-
 local T
-if k == 1 then
+if head == lane then
   if rank < head_left then T = 0 else T = 1 + math.floor((rank - head_left) / w_head) end
 else
   T = math.floor(rank / w_lane)
 end
 local ahead = rank
+local lanes = lane_key("")  -- a lane's key is this and its name
 
--- no lane has a weight and the job is served in its lane's first turn: every
--- lane before it but the head adds one claim, every lane after it none
+-- no lane has a weight and the job is served in its lane's first turn: the
+-- head adds its claims left, every other lane before the job's one claim
 if stored == 0 and T == 0 then
-  if k > 1 then ahead = ahead + share(1, head, 1, 1) + (k - 2) end
-  return reply(ahead)
+  if head == lane then return reply(ahead) end
+  local at = call("LPOS", K_RING, lane)
+  if not at then return reply(-1) end
+  local a = head_left
+  if a > 1 then
+    local b = call("ZCARD", lanes .. head)
+    if b < a then a = b end
+  end
+  return reply(ahead + a + (at - 1))
 end
 
--- else lane by lane: the ring, and the weights (all of them when there are
--- fewer stored than lanes in the ring, else those of the ring's lanes)
-local ring = redis.call("LRANGE", K_RING, 0, -1)
+-- else lane by lane: the ring, and the weights (none read when none is
+-- stored; all of them when there are fewer stored than lanes in the ring,
+-- else those of the ring's lanes)
+local ring = call("LRANGE", K_RING, 0, -1)
 local weights = {}
-if stored <= #ring then
-  local all = redis.call("HGETALL", K_WEIGHTS)
+if stored > 0 and stored <= m then
+  local all = call("HGETALL", K_WEIGHTS)
   for i = 1, #all, 2 do weights[all[i]] = tonumber(all[i + 1]) end
-else
-  for first = 1, #ring, CHUNK do
-    local last = math.min(#ring, first + CHUNK - 1)
-    local got = redis.call("HMGET", K_WEIGHTS, unpack(ring, first, last))
+elseif stored > 0 then
+  for first = 1, m, CHUNK do
+    local last = math.min(m, first + CHUNK - 1)
+    local got = call("HMGET", K_WEIGHTS, unpack(ring, first, last))
     for i = first, last do weights[ring[i]] = tonumber(got[i - first + 1]) end
   end
 end
-for i = 1, #ring do
-  if i ~= k then
+
+-- one pass over the ring that finds the job's lane on the way (no LPOS; a
+-- lane not found is parked): the head (T + 1 turns, the first of them its
+-- claims left), then each lane's allowance, n turns of its weight: T + 1
+-- before the job's lane, T after it. One tight loop: per lane a comparison,
+-- a table read (none when no weight is stored) and, only where the allowance
+-- is more than one claim, one ZCARD of a key built from one prefix.
+local found = head == lane
+if not found then
+  local a = head_left + T * w_head
+  if a > 1 then
+    local b = call("ZCARD", lanes .. head)
+    if b < a then a = b end
+  end
+  ahead = ahead + a
+end
+local n = found and T or T + 1  -- the turns of each lane until the job's lane
+if n > 0 then
+  for i = 2, m do
     local l = ring[i]
-    ahead = ahead + share(i, l, weights[l] or 1, i < k and T + 1 or T)
+    if l == lane then
+      found, n = true, T
+      if n == 0 then break end  -- the lanes after it make no claim before it
+    elseif stored == 0 then
+      -- weight 1: n claims, or its backlog if smaller
+      if n > 1 then
+        local b = call("ZCARD", lanes .. l)
+        if b < n then ahead = ahead + b else ahead = ahead + n end
+      else
+        ahead = ahead + n
+      end
+    else
+      local a = n * (weights[l] or 1)
+      if a > 1 then
+        local b = call("ZCARD", lanes .. l)
+        if b < a then a = b end
+      end
+      ahead = ahead + a
+    end
   end
 end
+if not found then return reply(-1) end
 return reply(ahead)
