@@ -54,6 +54,7 @@ READ_ONLY = frozenset(
         "stats",
         "listJobs",
         "findJobs",
+        "listBatches",
         "jobNames",
         "waitingTiers",
         "readEvents",

@@ -23,8 +23,9 @@
 -- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
 --                      added / completed / failed (running totals), last (last
 --                      activity), ev (events given), pc (the completed set's
---                      pruning bounds: includes/retention.lua); counters are
---                      written once per call (META below)
+--                      pruning bounds: includes/retention.lua), bs (where
+--                      the sweep of the batches' index goes on: includes/batch.lua);
+--                      counters are written once per call (META below)
 -- KEYS[2]  counter    string: arrival counter (composite ordering)
 -- KEYS[3]  ring       list: lanes with waiting jobs, head first
 -- KEYS[4]  turn       hash: lane, left (claims left in the head lane's turn)
