@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from echomq import SyncQueue
-from echomq.batches import BatchStatus
-from echomq.errors import InvalidOption
+from echomq.batches import BatchStatus, new_batch_id
+from echomq.errors import BatchNotFound, InvalidOption
 from echomq.keys import QueueKeys
 
 
@@ -133,3 +133,26 @@ def test_a_cursor_of_another_query_or_changed_by_hand_is_refused(sq: SyncQueue) 
     for bad in (other, cursor[:-2] + "xx", "nope", 7):
         with pytest.raises(InvalidOption, match="not a cursor a page of this query returned"):
             sq.batches(cursor=bad)  # type: ignore[arg-type]
+
+
+def test_peek_batch_reads_what_batch_status_reads_without_the_callbacks_data(
+    sq: SyncQueue, redis_client: Any
+) -> None:
+    big = {"name": "report", "data": "x" * 300_000}
+    b = sq.batch(on_success=big, on_complete=big, on_death={"name": "alarm"})
+    b.add_many([{"name": "child"}] * 3)
+    b.close()
+    sq.complete(sq.claim(1)[0])
+    sq.fail(sq.claim(1)[0], "no", retry=False)  # on_death fires
+    peeked = sq.peek_batch(b.id)
+    assert peeked == sq.batch_status(b.id)
+    assert peeked.callbacks["on_death"] is not None and peeked.callbacks["on_success"] is None
+    # what crosses the wire: the counters and flags, not the 600 KB of callback data
+    raw = redis_client.execute_command(*sq.engine.peek_batch(b.id).wire(by_sha=False))
+    assert sum(len(str(x)) for x in raw) < 1000
+    stored = redis_client.hgetall(sq.engine.keys.batch(b.id))
+    assert sum(len(k) + len(v) for k, v in stored.items()) > 600_000
+    with pytest.raises(BatchNotFound, match="no batch"):
+        sq.peek_batch(new_batch_id())
+    with pytest.raises(InvalidOption, match="not a batch id"):
+        sq.peek_batch("job_nope")

@@ -159,6 +159,20 @@ class BatchCalls(EngineBase):
 
         return Call(parse=decode, command=("HGETALL", self.keys.batch(batch_id)))
 
+    def peek_batch(self, batch_id: str) -> Call[BatchStatus]:
+        """``batch_status`` without reading the callbacks' job specs on the server:
+        the same BatchStatus in a reply that stays small whatever the callbacks'
+        data (a read-only script: HKEYS, then HMGET of the counters and flags).
+        BatchNotFound for an unknown id."""
+        check_batch_id(batch_id)
+
+        def decode(reply: Any) -> BatchStatus:
+            if is_code(reply, E_NOT_FOUND):
+                raise not_found(self.queue, batch_id)
+            return BatchStatus.from_hash(batch_id, fields_after_id(reply))
+
+        return self._script("peekBatch", decode, batch_id)
+
     def batches(self, *, cursor: str | None = None, count: int = BATCH_PAGE) -> Call[BatchPage]:
         """A page of the queue's batches, newest first by creation, each as
         ``batch_status`` gives it; ``cursor`` (a page's ``cursor``) goes on after that

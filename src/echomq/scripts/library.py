@@ -55,6 +55,7 @@ READ_ONLY = frozenset(
         "listJobs",
         "findJobs",
         "listBatches",
+        "peekBatch",
         "jobNames",
         "waitingTiers",
         "readEvents",

@@ -7,14 +7,14 @@
 --             the last batch the previous page looked at (includes/paging.lua)
 -- ARGV[8]     count: the most batches to return
 --
--- Returns: {cursor, batch1, batch2, ...}: each batch {id, field1, value1, ...},
---          its hash (includes/batch.lua) without the callbacks' job specs: a
---          callback given is its field (os, oc, od) with the value "1"; cursor
---          "" when the index holds nothing after this page.
+-- Returns: {cursor, batch1, batch2, ...}: each batch as Batch.summary gives
+--          it, {id, field1, value1, ...}: its hash (includes/batch.lua)
+--          without the callbacks' job specs; cursor "" when the index holds
+--          nothing after this page.
 --
 -- Work: at most LOOK_BUDGET index entries are looked at per call, each two
--- reads of a small hash (HKEYS, then HMGET of its counters and flags: never
--- the callbacks' payloads); an entry whose batch is gone (expired with its
+-- reads of a small hash (Batch.summary: never the callbacks' payloads); an
+-- entry whose batch is gone (expired with its
 -- retention, its entry not swept yet by createBatch.lua) is skipped, so a page
 -- may be shorter than count and still carry a cursor. The cursor is a
 -- position, not an entry: the page goes on after it whatever was made or
@@ -48,25 +48,8 @@ while looked < LOOK_BUDGET and #out - 1 < count and start < size do
     local id = chunk[i]
     looked, start = looked + 1, start + 1
     last_id, last_at = id, chunk[i + 1]
-    local key = Batch.key(id)
-    local names = redis.call("HKEYS", key)
-    if #names > 0 then
-      local row, wanted = {id}, {}
-      for _, name in ipairs(names) do
-        if Batch.SPECS[name] then
-          row[#row + 1], row[#row + 2] = name, "1"
-        else
-          wanted[#wanted + 1] = name
-        end
-      end
-      if #wanted > 0 then
-        local values = redis.call("HMGET", key, unpack(wanted))
-        for j, name in ipairs(wanted) do
-          if values[j] then row[#row + 1], row[#row + 2] = name, values[j] end
-        end
-      end
-      out[#out + 1] = row
-    end
+    local row = Batch.summary(id)
+    if row then out[#out + 1] = row end
   end
 end
 if start < size and last_id then out[1] = last_at .. " " .. last_id end

@@ -59,6 +59,31 @@ function Batch.done_key(id) return PREFIX .. "batch:" .. id .. ":done" end
 function Batch.index() return PREFIX .. "batches" end
 function Batch.is_id(id) return string.sub(id, 1, 4) == "bat_" end
 
+-- A batch as listBatches.lua and peekBatch.lua return it (read-only): {id,
+-- field1, value1, ...}, its hash without the callbacks' job specs (their data
+-- may be large): a callback given is its field (os, oc, od) with the value
+-- "1". Two reads of a hash of a few fields (HKEYS, HMGET); nil when it is gone.
+function Batch.summary(id)
+  local key = Batch.key(id)
+  local names = redis.call("HKEYS", key)
+  if #names == 0 then return nil end
+  local row, wanted = {id}, {}
+  for _, name in ipairs(names) do
+    if Batch.SPECS[name] then
+      row[#row + 1], row[#row + 2] = name, "1"
+    else
+      wanted[#wanted + 1] = name
+    end
+  end
+  if #wanted > 0 then
+    local values = redis.call("HMGET", key, unpack(wanted))
+    for j, name in ipairs(wanted) do
+      if values[j] then row[#row + 1], row[#row + 2] = name, values[j] end
+    end
+  end
+  return row
+end
+
 -- Read phase of createBatch.lua: the next Batch.SWEEP index entries after the
 -- sweep's position ``position`` (nil: from the oldest) and which of them are
 -- gone (``meta_exists``: the meta hash is known to exist, key_exists's hint).
