@@ -44,6 +44,10 @@ CALLBACKS = {"on_success": "s", "on_complete": "c", "on_death": "d"}
 #: what a callback job spec may hold (a dict, or ``task.prepare(...)``'s item).
 CALLBACK_KEYS = frozenset({"name", "data", "priority", "group", "delay", "max_attempts", "headers"})
 
+#: batches one page of ``q.batches()`` holds at most, and by default.
+MAX_BATCH_PAGE = 200
+BATCH_PAGE = 50
+
 BatchState = Literal["open", "running", "succeeded", "failed", "cancelled"]
 
 
@@ -175,6 +179,17 @@ class BatchStatus:
                 if "o" + letter in h
             },
         )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPage:
+    """One page of the queue's batches (``q.batches()``), newest first, and the
+    cursor that goes on after it (None: nothing more). A page may be shorter than
+    asked and still carry a cursor (the server looks at a bounded number of
+    batches per call, and skips those gone with their retention)."""
+
+    batches: list[BatchStatus]
+    cursor: str | None
 
 
 class Batch:

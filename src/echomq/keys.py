@@ -186,6 +186,12 @@ class QueueKeys:
         """hash: one batch's counters, callbacks and flags (scripts/includes/batch.lua)."""
         return self._part(f"batch:{batch_id}")
 
+    @property
+    def batches(self) -> str:
+        """zset: the queue's batches → their creation time (ms), newest last; made by
+        the first batch, swept of batches gone by each later one (includes/batch.lua)."""
+        return self._part("batches")
+
     def batch_jobs(self, batch_id: str) -> str:
         """zset: a batch's children → their place in it."""
         return self._part(f"batch:{batch_id}:jobs")

@@ -218,6 +218,8 @@ class Queue(QueueShell[AsyncSender]):
     create_batch = sends_async(Engine.create_batch)
     close_batch = sends_async(Engine.close_batch)
     batch_status = sends_async(Engine.batch_status)
+    peek_batch = sends_async(Engine.peek_batch)
+    batches = sends_async(Engine.batches)
     cancel_batch = sends_steps_async(Engine.cancel_batch)
 
     async def as_completed(self, batch_id: str, after: int = 0) -> AsyncIterator[Job]:

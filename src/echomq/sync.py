@@ -145,6 +145,8 @@ class SyncQueue(QueueShell[SyncSender]):
     create_batch = sends(Engine.create_batch)
     close_batch = sends(Engine.close_batch)
     batch_status = sends(Engine.batch_status)
+    peek_batch = sends(Engine.peek_batch)
+    batches = sends(Engine.batches)
     cancel_batch = sends_steps(Engine.cancel_batch)
 
     def as_completed(self, batch_id: str, after: int = 0) -> Iterator[Job]:

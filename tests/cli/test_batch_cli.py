@@ -30,3 +30,28 @@ def test_status_and_cancel(cli: RunCli, sq: SyncQueue) -> None:
 def test_user_errors_are_one_line(cli: RunCli, sq: SyncQueue) -> None:
     assert "no batch" in one_line_error(cli("batch", "status", new_batch_id()))
     assert "not a batch id" in one_line_error(cli("batch", "cancel", "job_nope"))
+
+
+def test_list_pages_newest_first(cli: RunCli, sq: SyncQueue) -> None:
+    assert cli("batch", "list").stdout.startswith("no batch in queue")
+    made = []
+    for i in range(3):
+        b = sq.batch(on_success={"name": "done"}) if i == 0 else sq.batch()
+        b.add_many([{"name": "child"}] * 2)
+        made.append(b.id)
+    sq.complete(sq.claim(1)[0])  # the oldest batch's first child
+    first = cli("batch", "list", "--count", "2").stdout.splitlines()
+    assert [line.split()[0] for line in first[:2]] == [made[2], made[1]]
+    assert first[2].startswith("more: --cursor '")
+    cursor = first[2].split("'")[1]
+    rest = cli("batch", "list", "--count", "2", "--cursor", cursor).stdout.splitlines()
+    assert len(rest) == 1 and rest[0].startswith(made[0])
+    assert "open" in rest[0] and "] 1/2" in rest[0] and "completed 1" in rest[0]
+    assert "0/1 fired" in rest[0]
+    data = json.loads(cli("batch", "list", "--json").stdout)
+    assert [b["id"] for b in data["batches"]] == made[::-1] and data["cursor"] is None
+    assert (data["batches"][2]["completed"], data["batches"][2]["finished"]) == (1, 1)
+
+
+def test_list_user_errors_are_one_line(cli: RunCli, sq: SyncQueue) -> None:
+    assert "not a cursor" in one_line_error(cli("batch", "list", "--cursor", "nope"))

@@ -374,6 +374,13 @@ def _create_batch(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.create_batch(on_success={"name": "cb"}), ""
 
 
+def _create_batch_moved_index(b: Busy) -> tuple[Call[Any], str]:
+    """A new batch joins the queue's index of batches, whose sweep reads the
+    batches made before it: the index moved."""
+    b.q.batch()
+    return b.q.engine.create_batch(), b.q.engine.keys.batches
+
+
 def _close_fires_into_moved_key(b: Busy) -> tuple[Call[Any], str]:
     """Closing a batch whose children all completed adds its callback: the
     batch's done set (as_completed) moved."""
@@ -544,6 +551,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "add_to_batch": ("add", _add_to_moved_batch),
     "add_to_batch_jobs": ("add", _add_to_moved_batch_jobs),
     "create_batch": ("createBatch", _create_batch),
+    "create_batch_index": ("createBatch", _create_batch_moved_index),
     "close_batch_fires": ("closeBatch", _close_fires_into_moved_key),
     "complete_last_child": ("completeMany", _complete_last_child),
     "fail_last_child": ("fail", _fail_last_child),

@@ -21,11 +21,13 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         + include_source("logs")
         + include_source("workers")
         + include_source("metrics")
+        + include_source("batch")
         + "\nreturn {job_key(ARGV[2]), lane_key(ARGV[3]), lane_key(''), idem_key(ARGV[4]),"
         + " rate_key(ARGV[3]), queue_rate_key(), Tags.key('customer', ARGV[4]),"
-        + " Logs.key(ARGV[2]), Workers.index(), Workers.key(ARGV[5]), Metrics.key('29000000')}"
+        + " Logs.key(ARGV[2]), Workers.index(), Workers.key(ARGV[5]), Metrics.key('29000000'),"
+        + " Batch.key(ARGV[6]), Batch.jobs_key(ARGV[6]), Batch.done_key(ARGV[6]), Batch.index()}"
     )
-    got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7", "w-1")
+    got = redis_client.eval(lua, 0, keys.prefix, "job_x", "acme", "inv-7", "w-1", "bat_y")
     assert got == [
         keys.job("job_x"),
         keys.lane("acme"),
@@ -38,6 +40,10 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
         keys.workers,
         keys.worker("w-1"),
         keys.metrics(29_000_000),
+        keys.batch("bat_y"),
+        keys.batch_jobs("bat_y"),
+        keys.batch_done("bat_y"),
+        keys.batches,
     ]
 
 

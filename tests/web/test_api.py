@@ -406,6 +406,65 @@ def test_a_batch_and_its_cancel(
     assert body["batch"]["cancelled"] == 3
 
 
+def test_batches_list_newest_first_by_cursor_and_a_batch_shows_its_callbacks_and_events(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    report = {"name": "report<b>", "data": "x" * 100_000}
+    first = sq.batch(on_success=report, on_death={"name": "a"})
+    first.add_many([{"name": "child"}] * 3)
+    first.close()
+    empty = sq.batch()
+    last = sq.batch(on_complete={"name": "done"})
+    last.add("child")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    base = f"/api/queues/{sq.name}/batches"
+    page = d.http.get(base, params={"count": 2}).json()
+    assert [b["id"] for b in page["batches"]] == [last.id, empty.id] and page["more"]
+    assert page["batches"][0]["callbacks"] == {"on_complete": None}
+    rest = d.http.get(base, params={"count": 2, "cursor": page["cursor"]}).json()
+    assert [b["id"] for b in rest["batches"]] == [first.id]
+    assert rest["more"] is False and rest["cursor"] is None
+    row = rest["batches"][0]
+    assert (row["total"], row["finished"], row["progress"], row["state"]) == (3, 0, 0.0, "running")
+    assert row["callbacks"] == {"on_success": None, "on_death": None}
+    sq.complete_many([(job, None) for job in sq.claim(3)])
+    view = d.http.get(f"{base}/{first.id}").json()
+    assert (view["completed"], view["finished"], view["progress"], view["state"]) == (
+        3,
+        3,
+        1.0,
+        "succeeded",
+    )
+    fired = view["callbacks"]["on_success"]
+    assert fired is not None and view["callbacks"]["on_death"] is None
+    assert view["callback_jobs"] == [
+        {"callback": "on_success", "id": fired, "name": "report<b>", "state": "delayed"},
+        {"callback": "on_death", "id": None, "name": None, "state": None},
+    ]
+    kinds = [e["kind"] for e in view["events"]]
+    assert kinds == ["batch_created", "batch_closed", "batch_succeeded"]
+    assert all(e["job_id"] == first.id for e in view["events"])
+    # the list reads the same counts
+    listed = d.http.get(base).json()["batches"]
+    assert [b["state"] for b in listed] == ["open", "open", "succeeded"]
+
+
+def test_batches_list_refuses_bad_input_and_a_queue_without_batches_lists_none(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    sq.add("plain")
+    d = start_dashboard(backend_url, queues=[sq.name])
+    base = f"/api/queues/{sq.name}/batches"
+    assert d.http.get(base).json() == {"count": 50, "cursor": None, "more": False, "batches": []}
+    for count in ("0", "201", "x"):
+        bad = d.http.get(base, params={"count": count})
+        assert bad.status_code == 400 and "allowed 1 … 200" in bad.json()["error"]
+    bad = d.http.get(base, params={"cursor": "nope"})
+    assert bad.status_code == 400 and "not a cursor" in bad.json()["error"]
+    assert d.http.get(f"{base}/job_nope").status_code == 400  # not a batch id
+    assert d.http.get("/api/queues/no-such-queue/batches").status_code == 404
+
+
 def test_job_lists_page_by_cursor_and_search_finds_by_tags(
     start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

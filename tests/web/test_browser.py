@@ -512,6 +512,90 @@ def test_the_inspector_shows_a_childs_batch(
     assert f"batch{b.id}" in (page.text_content("#inspector table.fields") or "")
 
 
+def test_the_batches_view_follows_progress_and_cancels_a_batch(
+    page: Any,
+    start_dashboard: StartDashboard,
+    backend_url: str,
+    sq: SyncQueue,
+    request: pytest.FixtureRequest,
+) -> None:
+    markup = "report<img src=x onerror=alert(1)>"
+    done = sq.batch(on_success={"name": markup}, on_death={"name": "alarm"})
+    done.add_many([{"name": "child"}] * 2)
+    done.close()
+    sq.complete_many([(job, None) for job in sq.claim(2)])
+    fired = sq.batch_status(done.id).callbacks["on_success"]
+    assert fired is not None
+    big = sq.batch(on_complete={"name": "never"})
+    children = big.add_many([{"name": "resize", "data": i} for i in range(6)])
+    big.close()
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name)
+    page.wait_for_selector(f'#batches tr[data-batch="{done.id}"]')
+    rows = page.locator("#batches tbody tr").evaluate_all("rows => rows.map(r => r.dataset.batch)")
+    assert rows == [big.id, done.id]  # newest first
+    # a batch id in the search box opens its view; a callback's name is shown as text
+    page.fill("#search-tags", done.id)
+    page.click("#search-form button")
+    page.wait_for_selector(f'#batch-view[data-batch="{done.id}"][data-state="succeeded"]')
+    on_success = page.locator('#batch-view tr[data-callback="on_success"] td')
+    assert on_success.all_text_contents() == ["on_success", fired, markup, "delayed"]
+    assert page.locator("#batch-view img").count() == 0
+    assert "not fired" in (page.text_content('#batch-view tr[data-callback="on_death"]') or "")
+    assert page.is_hidden("#batch-view [data-cancel-batch]")  # finished: nothing to cancel
+    kinds = page.locator("#batch-view .batch-events td:nth-child(2)").all_text_contents()
+    assert kinds == ["batch_created", "batch_closed", "batch_succeeded"]
+    # a child's inspector links to its batch's view
+    page.wait_for_selector(f'#jobs tr[data-job-id="{children[0]}"]')
+    page.click(f'#jobs tr[data-job-id="{children[0]}"]')
+    page.click(f'#inspector table.fields a[data-open-batch="{big.id}"]')
+    page.wait_for_selector(f'#batch-view[data-batch="{big.id}"][data-state="running"]')
+    view = "#batch-view"
+    assert page.get_attribute(f"{view} progress", "max") == "6"
+    assert page.get_attribute(f"{view} progress", "value") == "0"
+    # children complete elsewhere: the bar and the counts follow (live events)
+    claimed = sq.claim(2)
+    assert [job.batch for job in claimed] == [big.id, big.id]
+    sq.complete_many([(job, None) for job in claimed])
+    page.wait_for_function(
+        "() => document.querySelector('#batch-view progress').getAttribute('value') === '2'"
+        " && document.querySelector('#batch-view .card[data-state=\"completed\"] .value')"
+        ".textContent === '2'"
+    )
+    assert page.text_content(f'{view} .card[data-state="waiting"] .value') == "4"
+    assert "2 of 6 finished (33.3%)" in (page.text_content(f"{view} .batch-progress") or "")
+    big_row = f'#batches tr[data-batch="{big.id}"]'
+    page.wait_for_selector(f'{big_row} td[data-count="completed"]:text-is("2")')
+    # cancel: refused until unlocked, then asked first, then audited
+    cancel = f'{view} button[data-cancel-batch="{big.id}"]'
+    assert page.is_disabled(cancel)
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button")
+    page.wait_for_selector("body.unlocked")
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss() if len(asked) == 1 else dialog.accept()
+
+    page.on("dialog", answer)
+    page.click(cancel)  # dismissed: nothing happens
+    wait_for(lambda: len(asked) == 1, what="the confirmation")
+    assert f"Cancel batch {big.id}" in asked[0]
+    assert sq.batch_status(big.id).state == "running"
+    page.click(cancel)
+    page.wait_for_selector(f'#batch-view[data-batch="{big.id}"][data-state="cancelled"]')
+    assert page.text_content(f'{view} .card[data-state="cancelled"] .value') == "4"
+    assert page.is_hidden(cancel)
+    status = sq.batch_status(big.id)
+    assert (status.state, status.cancelled, status.completed) == ("cancelled", 4, 2)
+    page.wait_for_selector('#audit td:text-is("cancel_batch")')
+    page.wait_for_selector(f'{big_row}[data-state="cancelled"]')
+    artifacts = Path(request.config.rootpath) / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    page.locator("#batches-panel").screenshot(path=str(artifacts / "dashboard-batches.png"))
+
+
 def test_search_by_tags_pages_by_cursor_and_a_job_id_opens_the_inspector(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

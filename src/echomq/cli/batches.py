@@ -1,8 +1,10 @@
-"""``echomq batch status|cancel ID``: a batch's progress, and cancelling it.
+"""``echomq batch list|status|cancel``: the queue's batches, a batch's progress,
+and cancelling it.
 
-A batch's counts are one read (``Queue.batch_status``); a cancel works through
-its children in bounded steps (``Queue.cancel_batch``). Errors (an unknown
-batch, a malformed id) are one line, exit status 1.
+The list pages the queue's batches newest first (``Queue.batches``: bounded
+work per call); a batch's counts are one read (``Queue.batch_status``); a
+cancel works through its children in bounded steps (``Queue.cancel_batch``).
+Errors (an unknown batch, a malformed id or cursor) are one line, exit status 1.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import dataclasses
 
 import click
 
-from echomq.batches import BatchStatus
+from echomq.batches import MAX_BATCH_PAGE, BatchStatus
 from echomq.cli.common import (
     CONTEXT_SETTINGS,
     EchoGroup,
@@ -21,17 +23,38 @@ from echomq.cli.common import (
     open_queue,
     percent,
     queue_options,
+    short_when,
     when,
 )
 
-#: the width of the progress bar, in characters.
+#: the width of the progress bar, in characters (the list's is shorter).
 BAR = 30
+LIST_BAR = 12
+#: the most list calls one command makes (each looks at up to 200 batches).
+MAX_LIST_CALLS = 20
 
 
-def progress_bar(status: BatchStatus) -> str:
+def progress_bar(status: BatchStatus, width: int = BAR) -> str:
     """``[#####-----] 12/40`` (finished of total)."""
-    done = round(BAR * status.finished / status.total) if status.total else BAR
-    return f"[{'#' * done}{'-' * (BAR - done)}] {status.finished}/{status.total}"
+    done = round(width * status.finished / status.total) if status.total else width
+    return f"[{'#' * done}{'-' * (width - done)}] {status.finished}/{status.total}"
+
+
+def fired_count(status: BatchStatus) -> str:
+    """``1/2 fired``: the callbacks that fired of those given."""
+    if not status.callbacks:
+        return "no callbacks"
+    fired = sum(1 for job_id in status.callbacks.values() if job_id)
+    return f"{fired}/{len(status.callbacks)} fired"
+
+
+def list_line(status: BatchStatus) -> str:
+    return (
+        f"{status.id}  {short_when(status.created_at)}  {status.state:<9}  "
+        f"{progress_bar(status, LIST_BAR)}  waiting {status.waiting}  active {status.active}  "
+        f"completed {status.completed}  dead {status.dead}  cancelled {status.cancelled}  "
+        f"{fired_count(status)}"
+    )
 
 
 def status_lines(status: BatchStatus) -> list[str]:
@@ -55,10 +78,56 @@ def batch() -> None:
 
     \b
     Examples:
+      echomq batch list
       echomq batch status bat_01j9…
       echomq batch status bat_01j9… --json
       echomq batch cancel bat_01j9…
     """
+
+
+@batch.command("list", context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--count",
+    "-n",
+    type=click.IntRange(1, MAX_BATCH_PAGE),
+    default=20,
+    show_default=True,
+    help="Most batches to show.",
+)
+@click.option("--cursor", metavar="CURSOR", help="Go on after a page (its 'more:' line).")
+@json_option
+@queue_options
+def list_batches(
+    count: int, cursor: str | None, as_json: bool, queue: str, url: str | None
+) -> None:
+    """The queue's batches, newest first: state, progress, children by state.
+
+    \b
+    Examples:
+      echomq batch list
+      echomq batch list --queue mail --count 50 --json
+    """
+    found: list[BatchStatus] = []
+    next_cursor = cursor
+    with open_queue(queue, url) as q:
+        # a page may come back short (bounded work per call): go on until count,
+        # the end, or MAX_LIST_CALLS calls (then the cursor goes on)
+        for _ in range(MAX_LIST_CALLS):
+            page = q.batches(cursor=next_cursor, count=count - len(found))
+            found.extend(page.batches)
+            next_cursor = page.cursor
+            if next_cursor is None or len(found) >= count:
+                break
+    if as_json:
+        rows = [{**dataclasses.asdict(s), "finished": s.finished} for s in found]
+        echo_json({"batches": rows, "cursor": next_cursor})
+        return
+    for status in found:
+        click.echo(escape_text(list_line(status), markup=False))
+    if not found:
+        click.echo(f"no batch in queue {escape_text(queue, markup=False)}")
+    if next_cursor is not None:
+        click.echo(f"more: --cursor '{next_cursor}'")
 
 
 @batch.command("status", context_settings=CONTEXT_SETTINGS)

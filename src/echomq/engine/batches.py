@@ -10,6 +10,9 @@ from typing import Any, NamedTuple
 import orjson
 
 from echomq.batches import (
+    BATCH_PAGE,
+    MAX_BATCH_PAGE,
+    BatchPage,
     BatchState,
     BatchStatus,
     check_batch_id,
@@ -18,7 +21,7 @@ from echomq.batches import (
 )
 from echomq.call import Call
 from echomq.engine.base import EngineBase
-from echomq.engine.replies import heads_code, is_code, pairs
+from echomq.engine.replies import fields_after_id, heads_code, is_code, pairs
 from echomq.errors import (
     E_INVALID_STATE,
     E_NOT_FOUND,
@@ -30,6 +33,7 @@ from echomq.errors import (
 from echomq.job import Job
 from echomq.options import check_int, check_seconds
 from echomq.steps import Next
+from echomq.tags import check_cursor, wrap_cursor
 
 #: children one cancelBatch.lua call handles at most (bounded work per call). As
 #: many as one call prunes from the cancelled set (PRUNE_BUDGET, retention.lua),
@@ -41,6 +45,8 @@ MAX_CANCEL_CALLS = 100_000 // CANCEL_PAGE + 10
 DONE_PAGE = 500
 #: seconds one as_completed wait registers on the server before it reads again.
 DONE_WAIT = 30.0
+#: what a cursor of ``batches()`` is bound to (echomq.tags.wrap_cursor).
+BATCHES_QUERY = "batches"
 
 
 def not_found(queue: str, batch_id: str) -> BatchNotFound:
@@ -70,6 +76,16 @@ class Finished(NamedTuple):
 
     place: int
     job: Job
+
+
+def decode_batches(reply: Any) -> BatchPage:
+    """listBatches.lua's reply: the position ("" = no more), then one entry per
+    batch, its id then its hash's fields (a callback given: its field, "1")."""
+    position, *entries = reply
+    return BatchPage(
+        [BatchStatus.from_hash(entry[0], fields_after_id(entry)) for entry in entries],
+        wrap_cursor(position, BATCHES_QUERY),
+    )
 
 
 def decode_done(queue: str, batch_id: str, reply: Any) -> list[Finished] | None:
@@ -142,6 +158,30 @@ class BatchCalls(EngineBase):
             return BatchStatus.from_hash(batch_id, h)
 
         return Call(parse=decode, command=("HGETALL", self.keys.batch(batch_id)))
+
+    def peek_batch(self, batch_id: str) -> Call[BatchStatus]:
+        """``batch_status`` without reading the callbacks' job specs on the server:
+        the same BatchStatus in a reply that stays small whatever the callbacks'
+        data (a read-only script: HKEYS, then HMGET of the counters and flags).
+        BatchNotFound for an unknown id."""
+        check_batch_id(batch_id)
+
+        def decode(reply: Any) -> BatchStatus:
+            if is_code(reply, E_NOT_FOUND):
+                raise not_found(self.queue, batch_id)
+            return BatchStatus.from_hash(batch_id, fields_after_id(reply))
+
+        return self._script("peekBatch", decode, batch_id)
+
+    def batches(self, *, cursor: str | None = None, count: int = BATCH_PAGE) -> Call[BatchPage]:
+        """A page of the queue's batches, newest first by creation, each as
+        ``batch_status`` gives it; ``cursor`` (a page's ``cursor``) goes on after that
+        page. Bounded work per call: the server looks at up to 200 batches, so a page
+        may be shorter than ``count`` (1 … MAX_BATCH_PAGE) and still carry a cursor.
+        A batch gone with its retention is no longer listed."""
+        check_int("count", count, 1, MAX_BATCH_PAGE)
+        start = "" if cursor is None else check_cursor(cursor, BATCHES_QUERY)
+        return self._script("listBatches", decode_batches, start, str(count))
 
     def cancel_batch(self, batch_id: str) -> Call[bool | Next[bool]]:
         """Cancel a batch: its children not started end ``cancelled`` (never run),

@@ -1,4 +1,6 @@
--- createBatch: make a new, open batch (includes/batch.lua).
+-- createBatch: make a new, open batch (includes/batch.lua), listed in the
+-- queue's index of batches; a few entries of batches gone leave that index
+-- (Batch.read_sweep: bounded work).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -18,17 +20,21 @@
 -- @include events
 -- @include lanes
 -- @include controls
+-- @include paging
 -- @include batch
 
 local requested, id = ARGV[7], ARGV[8]
 local callbacks = cjson.decode(ARGV[9])
--- read phase: the queue's ordering, the batch (a new id) and its callbacks' ids
-local stored = redis.call("HGET", K_META, "o")
+-- read phase: the queue's ordering, the batch (a new id) and its callbacks'
+-- ids, and the index entries this call sweeps
+local meta = redis.call("HMGET", K_META, "o", "bs")
+local stored = meta[1]
 if stored and stored ~= requested then return E_ORDERING end
 if Batch.read(id) then return {E_INVALID_STATE, "taken"} end
 for _, spec in pairs(callbacks) do
   if read_key("EXISTS", job_key(spec[1])) == 1 then return {E_INVALID_STATE, "taken"} end
 end
+local sweep = Batch.read_sweep(meta[2] or nil, stored and true or false)
 -- write phase
 local now = now_ms()
 if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
@@ -40,6 +46,7 @@ for _, w in ipairs({"s", "c", "d"}) do
   end
 end
 redis.call("HSET", Batch.key(id), unpack(fields))
+Batch.apply_sweep(sweep, id, now)
 emit("batch_created", id, nil)
 flush_events()
 return fmt(now)

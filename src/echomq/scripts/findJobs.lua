@@ -23,8 +23,8 @@
 -- @include fixed
 -- @include keys
 -- @include text
--- @include tags
 -- @include paging
+-- @include tags
 
 local LOOK_BUDGET = 500  -- ~2.5 ms of server time at most (benchmarks/find_cost.py)
 local CHUNK = 100

@@ -54,6 +54,8 @@ READ_ONLY = frozenset(
         "stats",
         "listJobs",
         "findJobs",
+        "listBatches",
+        "peekBatch",
         "jobNames",
         "waitingTiers",
         "readEvents",

@@ -14,6 +14,9 @@ dashboard changes nothing that a program using echomq could not.
                                             the stream still holds; a long field (data,
                                             result, …) as its first 64 KiB
     GET  /api/queues/{q}/jobs/{id}/fields/{f}  that field whole, as a download
+    GET  /api/queues/{q}/batches?cursor=…   a page of the queue's batches, newest first
+    GET  /api/queues/{q}/batches/{id}       one batch: counts, state, progress, callbacks
+                                            (their jobs' names and states), its events
     GET  /api/score?tier=&counter= | ?score=  the score codec
     GET  /api/audit                         recent actions, newest first
     POST /api/auth                          {} (200 if the token is right)
@@ -25,6 +28,7 @@ dashboard changes nothing that a program using echomq could not.
     POST /api/queues/{q}/drop               {"confirm": q}: delete the queue for good
     POST /api/queues/{q}/found/{retry|remove|cancel}  {"tags", "state", "name", "cursor"}: one
                                             step of a bulk action on a search (echomq.web.bulk)
+    POST /api/queues/{q}/batches/cancel     {"batch": id}: cancel_batch
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from echomq.batches import BATCH_PAGE, MAX_BATCH_PAGE
 from echomq.engine import PREVIEW_BYTES
 from echomq.errors import InvalidOption, InvalidState, JobNotFound
 from echomq.job import LISTED_STATES, State
@@ -76,6 +81,8 @@ INSPECTOR_PREVIEW = PREVIEW_BYTES
 MAX_DOWNLOADS = 2
 #: a download is sent in pieces of this many characters.
 DOWNLOAD_CHUNK = 1 << 20
+#: a batch's callback jobs are read for their name and state: their long fields are cut.
+CALLBACK_PREVIEW = 64
 
 
 @dataclass(slots=True)
@@ -497,11 +504,35 @@ async def drop(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
     return {"dropped": queue.name, "jobs": jobs}
 
 
-async def batch_detail(request: Request) -> Response:
-    """A batch's progress (one read): counts by state, state, callbacks fired."""
+async def list_batches(request: Request) -> Response:
+    """A page of the queue's batches, newest first (``Queue.batches``: bounded work
+    per call, so a page may be short and still carry a cursor)."""
     queue = await queue_of(request)
-    status = await queue.batch_status(request.path_params["batch_id"])
-    return JSONResponse(views.batch_view(status))
+    count = int_param(request, "count", BATCH_PAGE, 1, MAX_BATCH_PAGE)
+    page = await queue.batches(cursor=request.query_params.get("cursor") or None, count=count)
+    return JSONResponse(
+        {
+            "count": count,
+            "cursor": page.cursor,
+            "more": page.cursor is not None,
+            "batches": [views.batch_view(status) for status in page.batches],
+        }
+    )
+
+
+async def batch_detail(request: Request) -> Response:
+    """A batch's progress: counts by state, state, callbacks fired (``peek_batch``:
+    never the callbacks' payloads); the fired callbacks' jobs (name and state,
+    their fields cut short on the server) and the batch's events the queue's
+    stream still holds."""
+    queue = await queue_of(request)
+    batch_id = request.path_params["batch_id"]
+    status = await queue.peek_batch(batch_id)
+    fired = [job_id for job_id in status.callbacks.values() if job_id]
+    previews = await asyncio.gather(*(queue.peek(job_id, CALLBACK_PREVIEW) for job_id in fired))
+    jobs = {job_id: p.job for job_id, p in zip(fired, previews, strict=True) if p is not None}
+    events = await queue.job_events(batch_id)
+    return JSONResponse(views.batch_detail(status, jobs, events))
 
 
 async def cancel_batch(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
@@ -509,7 +540,7 @@ async def cancel_batch(queue: Queue, body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(batch_id, str):
         raise InvalidOption(f"batch {batch_id!r:.80} must be a batch id (a string)")
     cancelled = await queue.cancel_batch(batch_id)
-    return {"cancelled": cancelled, "batch": views.batch_view(await queue.batch_status(batch_id))}
+    return {"cancelled": cancelled, "batch": views.batch_view(await queue.peek_batch(batch_id))}
 
 
 def routes() -> list[Route]:
@@ -524,6 +555,7 @@ def routes() -> list[Route]:
         Route(q + "/jobs/{job_id}/fields/{field}", job_field),
         Route(q + "/workers", list_workers),
         Route(q + "/metrics", job_metrics),
+        Route(q + "/batches", list_batches),
         Route(q + "/batches/{batch_id}", batch_detail),
         Route("/api/score", score),
         Route("/api/audit", audit),

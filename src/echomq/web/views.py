@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from echomq.batches import BatchStatus
+from echomq.events import Event
 from echomq.job import Job, State
 from echomq.joblogs import LogLine
 from echomq.metrics import MetricPoint
@@ -188,6 +189,28 @@ def batch_view(status: BatchStatus) -> dict[str, Any]:
     view["finished"] = status.finished
     view["progress"] = round(status.finished / status.total, 4) if status.total else 1.0
     return view
+
+
+def batch_detail(status: BatchStatus, jobs: dict[str, Job], events: list[Event]) -> dict[str, Any]:
+    """A batch for its own view: ``batch_view``, each given callback as a row
+    (``callback_jobs``: its job id once fired, with that job's name and state while
+    it exists) and the batch's events, oldest first (``job_events``)."""
+    rows = []
+    for callback, job_id in status.callbacks.items():
+        job = jobs.get(job_id) if job_id else None
+        rows.append(
+            {
+                "callback": callback,
+                "id": job_id,
+                "name": job.name if job else None,
+                "state": str(job.state) if job else None,
+            }
+        )
+    return {
+        **batch_view(status),
+        "callback_jobs": rows,
+        "events": [event.to_dict() for event in events],
+    }
 
 
 def log_line(line: LogLine) -> dict[str, Any]:

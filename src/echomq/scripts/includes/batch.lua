@@ -32,15 +32,91 @@
 -- claim promotes it (K_DELAYED is a fixed key: no lane to read first); its
 -- field b is "^" and the batch id (job.batch): it is no child of the batch.
 -- A queue whose jobs carry no b field runs none of this (DESIGN §9).
+--
+-- The queue's batches are listed in one index, Batch.index() = PREFIX ..
+-- "batches": zset batch id -> its creation time (ms), written by
+-- createBatch.lua (listBatches.lua pages it, newest first). A batch's keys go
+-- by expiry (Batch.expire), so no script sees them go and none can take the
+-- entry out then: each createBatch.lua call sweeps the index instead,
+-- Batch.SWEEP entries a call, oldest first from where the last call stopped
+-- (the meta hash's "bs": "<created ms> <id>" of the last entry looked at;
+-- absent: from the oldest), and removes those whose hash is gone. Each call
+-- adds one entry and looks at SWEEP > 1, so the sweep goes round the index
+-- again and again and the entries of batches gone stay a fraction of it;
+-- listBatches.lua skips them meanwhile. Only createBatch.lua touches the
+-- index: a queue that makes no batch has none (DESIGN §9).
 local Batch = {}
 on_call(function() Batch.seen = {} end)
 
 Batch.MAX_CHILDREN = 100000
+Batch.SWEEP = 3  -- index entries each createBatch.lua call looks at (bounded work)
+-- the callbacks' job specs in a batch's hash (listBatches.lua reads around them)
+Batch.SPECS = {os = true, oc = true, od = true}
 
 function Batch.key(id) return PREFIX .. "batch:" .. id end
 function Batch.jobs_key(id) return PREFIX .. "batch:" .. id .. ":jobs" end
 function Batch.done_key(id) return PREFIX .. "batch:" .. id .. ":done" end
+function Batch.index() return PREFIX .. "batches" end
 function Batch.is_id(id) return string.sub(id, 1, 4) == "bat_" end
+
+-- A batch as listBatches.lua and peekBatch.lua return it (read-only): {id,
+-- field1, value1, ...}, its hash without the callbacks' job specs (their data
+-- may be large): a callback given is its field (os, oc, od) with the value
+-- "1". Two reads of a hash of a few fields (HKEYS, HMGET); nil when it is gone.
+function Batch.summary(id)
+  local key = Batch.key(id)
+  local names = redis.call("HKEYS", key)
+  if #names == 0 then return nil end
+  local row, wanted = {id}, {}
+  for _, name in ipairs(names) do
+    if Batch.SPECS[name] then
+      row[#row + 1], row[#row + 2] = name, "1"
+    else
+      wanted[#wanted + 1] = name
+    end
+  end
+  if #wanted > 0 then
+    local values = redis.call("HMGET", key, unpack(wanted))
+    for j, name in ipairs(wanted) do
+      if values[j] then row[#row + 1], row[#row + 2] = name, values[j] end
+    end
+  end
+  return row
+end
+
+-- Read phase of createBatch.lua: the next Batch.SWEEP index entries after the
+-- sweep's position ``position`` (nil: from the oldest) and which of them are
+-- gone (``meta_exists``: the meta hash is known to exist, key_exists's hint).
+-- Returns the plan Batch.apply_sweep carries out: the entries to remove and
+-- the position to keep (nil: the sweep reached the end and starts again).
+function Batch.read_sweep(position, meta_exists)
+  local index = Batch.index()
+  local plan = {gone = {}, had = position ~= nil}
+  if read_key("ZCARD", index) == 0 then return plan end
+  local start = 0
+  local at, after = nil, nil
+  if position then at, after = Paging.parse(position) end
+  if at then start = Paging.start(index, at, after, false) end
+  local rows = redis.call("ZRANGE", index, start, start + Batch.SWEEP - 1, "WITHSCORES")
+  for i = 1, #rows, 2 do
+    if not key_exists(Batch.key(rows[i]), meta_exists) then plan.gone[#plan.gone + 1] = rows[i] end
+  end
+  if #rows == 2 * Batch.SWEEP then plan.position = rows[#rows] .. " " .. rows[#rows - 1] end
+  return plan
+end
+
+-- Write phase of createBatch.lua: the new batch ``id`` joins the index (made
+-- at ``now``), the entries of batches gone leave it, the sweep's position is kept.
+function Batch.apply_sweep(plan, id, now)
+  local index = Batch.index()
+  if #plan.gone > 0 then redis.call("ZREM", index, unpack(plan.gone)) end
+  redis.call("ZADD", index, fmt(now), id)
+  if plan.position then
+    redis.call("HSET", K_META, "bs", plan.position)
+  elseif plan.had then
+    redis.call("HDEL", K_META, "bs")
+  end
+end
 
 -- Read phase: the batch ``id`` (nil: no batch, or none by that id), read once
 -- per call; with it what a child's finish touches (its done set and, once the

@@ -23,10 +23,11 @@
 -- KEYS[1]  meta       hash: o (ordering), v (stored format), paused, w (waiting count),
 --                      added / completed / failed (running totals), last (last
 --                      activity), ev (events given), pc (the completed set's
---                      pruning bounds: includes/retention.lua); in format 2
---                      also the feature marks fs fl fg fw, the timed sets'
---                      bounds td tx, the default lane's counts a: s: (all
---                      below) and rq (includes/lanes.lua note_high_counter);
+--                      pruning bounds: includes/retention.lua), bs (where
+--                      the sweep of the batches' index goes on: includes/batch.lua);
+--                      in format 2 also the feature marks fs fl fg fw, the
+--                      timed sets' bounds td tx, the default lane's counts
+--                      a: s: (all below) and rq (includes/lanes.lua note_high_counter);
 --                      counters are written once per call (META below)
 -- KEYS[2]  counter    string: arrival counter (composite ordering)
 -- KEYS[3]  ring       list: lanes with waiting jobs, head first

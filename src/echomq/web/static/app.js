@@ -27,6 +27,8 @@ const ui = {
   // cursor paging: each list keeps the pages it went through, {cursor, first row}
   jobPages: [{ cursor: "", first: 0 }],
   deadPages: [{ cursor: "", first: 0 }],
+  batchPages: [{ cursor: "", first: 0 }],
+  batch: null, // the batch whose view is open (its id)
   search: null, // {tags, state, name}: the jobs list shows what find() finds
   bulkStop: false, // set by Stop: a bulk action ends after its current step
   listVersion: 0, // bumped when a list changes what it shows (a refresh started before draws none)
@@ -188,6 +190,9 @@ function select(name) {
   ui.search = null;
   resetPages("jobPages");
   resetPages("deadPages");
+  resetPages("batchPages");
+  ui.batch = null;
+  $("batch-view").hidden = true;
   ui.metrics = null; ui.metricsAt = 0; ui.metricsName = null; // the new queue's at once
   ui.deadSelected.clear();
   follow();
@@ -410,14 +415,15 @@ function shownPage(key) { return ui[key][ui[key].length - 1]; }
 function renderPager(id, page, key) {
   const pages = ui[key];
   const at = shownPage(key).first;
-  const first = page.jobs.length ? at + 1 : at;
+  const rows = page.jobs || page.batches;
+  const first = rows.length ? at + 1 : at;
   $(id).replaceChildren(
     el("button", { type: "button", class: "small", text: "‹ Previous", disabled: pages.length === 1,
       dataset: { page: "prev" }, onclick: () => { pages.pop(); refreshList(key); } }),
-    el("span", { class: "muted", text: ` rows ${num(first)}–${num(at + page.jobs.length)} ` }),
+    el("span", { class: "muted", text: ` rows ${num(first)}–${num(at + rows.length)} ` }),
     el("button", { type: "button", class: "small", text: "Next ›", disabled: !page.more,
       dataset: { page: "next" },
-      onclick: () => { pages.push({ cursor: page.cursor, first: at + page.jobs.length }); refreshList(key); } }));
+      onclick: () => { pages.push({ cursor: page.cursor, first: at + rows.length }); refreshList(key); } }));
 }
 
 // -- search: find() by tags, with a state and a name; a job id opens the inspector
@@ -430,7 +436,8 @@ function runSearch(event) {
   event.preventDefault();
   const text = $("search-tags").value.trim();
   if (/^job_\S+$/.test(text)) { inspect(text); return; }
-  if (!text) { toast("search by tags: key=value (e.g. customer=42), or a job id", "error"); return; }
+  if (/^bat_\S+$/.test(text)) { openBatch(text); return; }
+  if (!text) { toast("search by tags: key=value (e.g. customer=42), a job id or a batch id", "error"); return; }
   ui.search = { tags: text, state: $("search-state").value, name: $("search-name").value.trim() };
   resetPages("jobPages");
   refreshList("jobPages");
@@ -611,7 +618,7 @@ function renderInspector(job) {
     field("dependents", someIds(job.dependents && job.dependents.blocked, job.dependents && job.dependents.blocked_ids, "blocked")),
     field("read by", someIds(job.dependents && job.dependents.readers, job.dependents && job.dependents.reader_ids, "dependents")),
     field("schedule", job.schedule_id ? `${job.schedule_id}, fire time ${job.fire_time}` : null),
-    field("batch", job.batch));
+    batchField(job.batch));
   const score = job.aged_key !== undefined ? agedKeyView(job.aged_key) : scoreFigure(job.score_fields);
   const parts = [el("div", { class: "inspector-top" }, fields, el("div", {},
     positionView(job.position), el("h4", { text: "score" }), score, progressView(job.progress)))];
@@ -642,7 +649,7 @@ async function loadBatch(batchId, jobId) {
     batch = null;
   }
   if ($("inspector").dataset.jobId !== jobId) return;  // another job is shown now
-  const box = el("div", { class: "batch", dataset: { batch: batchId } }, el("h4", { text: `batch ${batchId}` }));
+  const box = el("div", { class: "batch", dataset: { batch: batchId } }, el("h4", {}, "batch ", batchLink(batchId)));
   if (!batch) {
     box.append(el("p", { text: "gone (expired with its retention)" }));
   } else {
@@ -653,6 +660,120 @@ async function loadBatch(batchId, jobId) {
       el("p", { class: "small", text: Object.entries(batch.callbacks).map(([name, id]) => `${name}: ${id ? `fired (${id})` : "not fired"}`).join(" · ") || "no callbacks" }));
   }
   $("inspector").append(box);
+}
+
+// A batch id as a link that opens the batch's view.
+function batchLink(batchId) {
+  return el("a", { href: "#", class: "mono", text: batchId, dataset: { openBatch: batchId },
+    onclick: (e) => { e.preventDefault(); openBatch(batchId); } });
+}
+
+function batchField(batchId) {
+  if (!batchId) return field("batch", null);
+  return el("tr", {}, el("th", { text: "batch" }), el("td", {}, batchLink(batchId)));
+}
+
+// -- batches ----------------------------------------------------------------------
+const BATCH_STATES = ["waiting", "active", "completed", "dead", "cancelled"];
+const BATCH_ENDED = ["succeeded", "failed", "cancelled"];
+
+const loadBatches = () => api(qpath(`/batches?count=${PAGE}&cursor=${encodeURIComponent(shownPage("batchPages").cursor)}`));
+
+// "1 of 2": the callbacks that fired of those the batch was given
+function callbacksFired(batch) {
+  const ids = Object.values(batch.callbacks);
+  return ids.length ? `${ids.filter(Boolean).length} of ${ids.length}` : "none given";
+}
+
+const batchState = (batch) => batch.state + (batch.closed || batch.state === "cancelled" ? "" : " (not closed)");
+
+function renderBatches(page) {
+  renderPager("batches-pager", page, "batchPages");
+  $("no-batches").hidden = page.batches.length > 0 || ui.batchPages.length > 1;
+  setRows($("batches").tBodies[0], page.batches.map((b) => el("tr", {
+    class: `clickable${b.id === ui.batch ? " selected" : ""}`, dataset: { batch: b.id, state: b.state },
+    onclick: () => openBatch(b.id),
+  },
+  el("td", { class: "mono", text: b.id }), el("td", { text: batchState(b) }),
+  el("td", { class: "progress" }, bar(b.progress, "batch-bar"), el("span", { text: `${num(b.finished)}/${num(b.total)}` })),
+  ...BATCH_STATES.map((s) => el("td", { class: "n", dataset: { count: s }, text: num(b[s]) })),
+  el("td", { text: callbacksFired(b) }), el("td", { class: "when", text: when(b.created_at) }))));
+}
+
+function openBatch(batchId) {
+  ui.batch = batchId;
+  for (const row of $("batches").tBodies[0].rows) row.classList.toggle("selected", row.dataset.batch === batchId);
+  loadBatchView();
+  $("batches-panel").scrollIntoView({ behavior: "smooth", block: "nearest" });
+}
+
+async function loadBatchView() {
+  const batchId = ui.batch;
+  if (!batchId || !ui.queue) return;
+  const view = $("batch-view");
+  try {
+    const batch = await api(qpath(`/batches/${encodeURIComponent(batchId)}`));
+    if (ui.batch === batchId) renderBatchView(batch);
+  } catch (err) {
+    if (ui.batch !== batchId) return;
+    view.replaceChildren(closeBatchButton(), el("p", { class: "error", text: `batch ${batchId}: ${err.message}` }));
+    view.dataset.batch = batchId;
+    view.dataset.state = "";
+    view.hidden = false;
+  }
+}
+
+function closeBatchButton() {
+  return el("button", { type: "button", class: "small", text: "Close", dataset: { closeBatch: "" },
+    onclick: closeBatchView });
+}
+
+function closeBatchView() {
+  ui.batch = null;
+  $("batch-view").hidden = true;
+  for (const row of $("batches").tBodies[0].rows) row.classList.remove("selected");
+}
+
+// One batch: its state, a progress bar (finished of total), its children by state,
+// each callback (fired: its job, a link to the inspector) and its events.
+function renderBatchView(b) {
+  const view = $("batch-view");
+  const ended = BATCH_ENDED.includes(b.state);
+  const cancel = el("button", { type: "button", class: "action danger small", text: "Cancel batch",
+    hidden: ended, dataset: { cancelBatch: b.id }, onclick: () => cancelBatch(b.id) });
+  const progress = el("progress", { max: String(b.total || 1), value: String(b.total ? b.finished : b.progress) });
+  const callbacks = b.callback_jobs.map((c) => el("tr", { dataset: { callback: c.callback } },
+    el("td", { text: c.callback }),
+    el("td", {}, c.id ? el("a", { href: "#", class: "mono", text: c.id, dataset: { inspect: c.id },
+      onclick: (e) => { e.preventDefault(); inspect(c.id); } }) : el("span", { class: "muted", text: "not fired" })),
+    el("td", { text: c.name || "" }), el("td", { text: c.id ? c.state || "gone" : "" })));
+  const events = b.events.map((e) => el("tr", {},
+    el("td", { class: "when", text: e.at ? new Date(e.at).toLocaleString() : "" }), el("td", { text: e.kind })));
+  view.replaceChildren(
+    el("div", { class: "batch-head" }, el("h4", {}, "batch ", el("span", { class: "mono", text: b.id })),
+      el("span", { class: `tag${b.state === "failed" || b.state === "cancelled" ? " warn" : ""}`, dataset: { batchState: "" }, text: batchState(b) }),
+      el("span", { class: "spacer" }), cancel, closeBatchButton()),
+    el("p", {}, progress, el("span", { class: "batch-progress", text: ` ${num(b.finished)} of ${num(b.total)} finished (${pct(b.progress)})` })),
+    el("div", { class: "cards" }, ...BATCH_STATES.map((s) => el("div", { class: `card ${s}`, dataset: { state: s } },
+      el("div", { class: "label", text: s }), el("div", { class: "value", text: num(b[s]) })))),
+    el("p", { class: "muted small", text: `created ${b.created_at ? new Date(b.created_at).toLocaleString() : "–"}` }),
+    el("h4", { text: "callbacks" }),
+    callbacks.length ? el("table", { class: "jobs callbacks" },
+      el("thead", {}, el("tr", {}, ...["callback", "job", "name", "state"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...callbacks)) : el("p", { class: "muted", text: "none given" }),
+    el("h4", { text: "events" }),
+    events.length ? el("table", { class: "jobs batch-events" }, el("tbody", {}, ...events))
+      : el("p", { class: "muted small", text: "none of its events are in the queue's recent event stream" }));
+  view.dataset.batch = b.id;
+  view.dataset.state = b.state;
+  view.hidden = false;
+  renderMode();
+}
+
+function cancelBatch(batchId) {
+  if (!confirm(`Cancel batch ${batchId} of ${ui.queue}? Its children not started end cancelled, `
+    + "running ones are stopped (dead), and no callback fires.")) return;
+  runAction(`cancel batch ${batchId}`, qpath("/batches/cancel"), { batch: batchId });
 }
 
 // A job's log: one row per line (time, attempt, level, message as text: never markup).
@@ -992,6 +1113,7 @@ async function refreshList(key) {
   ui.listVersion += 1; // a refresh already under way no longer draws the lists
   try {
     if (key === "deadPages") renderDead(await loadDead());
+    else if (key === "batchPages") renderBatches(await loadBatches());
     else {
       const page = await loadJobs();
       renderJobTabs();
@@ -1005,14 +1127,16 @@ async function refreshList(key) {
 async function refreshQueue() {
   const version = ui.listVersion;
   const lane = ui.jobLane;
-  const [detail, jobPage, deadPage, audit, workers] = await Promise.all(
-    [api(qpath()), loadJobs(), loadDead(), api("/api/audit"), api(qpath("/workers"))]);
+  const [detail, jobPage, deadPage, batchPage, audit, workers] = await Promise.all(
+    [api(qpath()), loadJobs(), loadDead(), loadBatches(), api("/api/audit"), api(qpath("/workers"))]);
   renderDetail(detail);
   renderWorkers(workers);
   await loadMetrics();
   renderJobTabs();
   const current = version === ui.listVersion;
   if (current) renderDead(deadPage);
+  if (current) renderBatches(batchPage);
+  if (ui.batch) await loadBatchView();
   // the first view of a queue learns its lanes with this read: the waiting list
   // then shows the ring's first lane at once, not at the next refresh
   if (lane !== ui.jobLane && ui.jobState === "waiting" && !ui.search) {
