@@ -431,3 +431,23 @@ def test_depends_on_a_batch_and_a_job(sq: SyncQueue) -> None:
         assert time.monotonic() < deadline
         sq.maintain()  # releases the batch's dependents (bounded steps)
     assert sq.dependency_results(fan_in) == {b.id: None, job: 1}
+
+
+def test_maintenance_ages_out_cancelled_children_once_cancels_stop(
+    make_sync: Callable[..., SyncQueue],
+) -> None:
+    """The cancelled set is kept as the dead set is (keep_dead_age): its cancel
+    steps prune it, and so does maintenance, so it shrinks with no cancel after."""
+    q = make_sync(keep_dead_age=1.0)
+    b = q.batch()
+    ids = b.add_many([{"name": "child"} for _ in range(3)])
+    assert q.cancel_batch(b.id) is True
+    assert q.stats().counts["cancelled"] == 3
+    q.maintain()  # not a second old yet: kept
+    assert q.stats().counts["cancelled"] == 3
+    deadline = time.monotonic() + 10
+    while q.stats().counts["cancelled"]:
+        assert time.monotonic() < deadline, "maintenance never pruned the cancelled children"
+        time.sleep(0.25)
+        q.maintain()
+    assert all(q.get(i) is None for i in ids)

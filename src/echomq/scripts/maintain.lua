@@ -1,5 +1,6 @@
 -- maintain: the periodic work every worker runs (safe to run concurrently):
--- promote due delayed jobs, return expired leases, prune finished jobs and
+-- promote due delayed jobs, return expired leases, prune finished jobs (and
+-- the cancelled children of batches) and
 -- expired wait() entries, sweep ended lane throttles, go on with a
 -- renumbering of the arrival counter, release the dependents of completed
 -- jobs (includes/dependencies.lua), each at most a fixed budget per call
@@ -42,6 +43,10 @@ local due = read_due(now)
 local expired = read_expired(now, true)  -- plans the dead set's pruning too
 local completed_victims = read_prune(K_COMPLETED, OPT.keep_completed_ms, OPT.keep_completed, now,
   nil, READERS)
+-- children of cancelled batches that never ran: kept as dead jobs are (their
+-- cancel steps prune too; this ages them out once cancels stop)
+local cancelled_victims = redis.call("EXISTS", K_CANCELLED) == 1
+  and read_prune(K_CANCELLED, OPT.keep_dead_ms, OPT.keep_dead, now) or {}
 -- completed jobs with dependents left to release (more than one call's budget)
 local releasing = redis.call("ZRANGEBYSCORE", K_RELEASING, "-inf", fmt(now), "LIMIT", 0, 100)
 local releases = read_releases(releasing, RELEASE_BUDGET, {})
@@ -54,6 +59,7 @@ local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
 local reaped, freed = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
+  + apply_prune(K_CANCELLED, cancelled_victims)
 local released = apply_releases(releases, now)
 flush_waiting()
 flush_events()
