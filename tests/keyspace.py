@@ -49,7 +49,7 @@ def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
     client.hset(keys.fired, "placeholder", "{}")
     client.zadd(keys.blocked, {"job_placeholder": 1})
     client.zadd(keys.releasing, {"job_placeholder": 2**52})
-    client.zadd(keys.cancelled, {"job_placeholder": 1})
+    client.zadd(keys.cancelled, {"job_placeholder": 2**52})  # never past its retention
 
 
 def set_counter(client: Any, keys: QueueKeys, value: int) -> None:

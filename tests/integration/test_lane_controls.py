@@ -466,3 +466,14 @@ async def test_an_idle_worker_wakes_when_a_throttle_ends(aq: Queue) -> None:
         await asyncio.wait_for(done.wait(), 10)
     # by the server's clock: not before the throttle's end, and soon after it
     assert until is not None and until <= claimed[0] < until + timedelta(seconds=2.2)
+
+
+def test_the_default_lane_with_only_active_jobs_is_listed(sq: SyncQueue) -> None:
+    """In format 2 its active count is in the meta hash, not a lane-controls
+    field the listing's scan meets (docs/design.md §9): listed all the same."""
+    sq.add("only")
+    [job] = sq.claim(1)
+    rows = [x for x in sq.lanes() if x.group is None]
+    assert len(rows) == 1 and rows[0].active == 1 and rows[0].backlog == 0, rows
+    sq.complete(job)
+    assert [x for x in sq.lanes() if x.group is None] == []

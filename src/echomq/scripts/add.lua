@@ -181,7 +181,10 @@ end
 
 -- write phase
 apply_renumber(renumber_step)
-if not stored then redis.call("HSET", K_META, "o", requested, "v", FORMAT) end
+if not stored then
+  redis.call("HSET", K_META, "o", requested)
+  META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads format 2)
+end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
 if requested == "composite" and #jobs > 1 then reserve_arrivals(#jobs) end
 local created = 0

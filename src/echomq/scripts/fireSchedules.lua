@@ -90,7 +90,8 @@ for i, f in ipairs(fires) do
       emit("skipped", id, plan.def.g, "e", plan.skip)
     else
       if not stored_order then
-        redis.call("HSET", K_META, "o", order, "v", FORMAT)
+        redis.call("HSET", K_META, "o", order)
+        META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads format 2)
         stored_order = order
       end
       local job_id, tier, lane = f[5], tonumber(def.p) or 0, def.g or ""

@@ -64,6 +64,12 @@ if phase == "h" and (mode == "all" or redis.call("HEXISTS", K_LANECTL, "np") == 
   local count = math.max(1, math.floor(size / 8))
   local page
   if mode == "all" then
+    -- the default lane's active count is in the meta hash in format 2
+    -- (includes/fixed.lua), not a field this scan meets: listed on the first page
+    if cursor == "0" and not listed[""] and META.lane_counts("")
+      and (tonumber(META.value("a:")) or 0) > 0 and redis.call("EXISTS", lane_key("")) == 0 then
+      put("", -1)
+    end
     page = redis.call("HSCAN", K_LANECTL, cursor, "COUNT", count)
   else
     page = redis.call("HSCAN", K_LANECTL, cursor, "MATCH", "k:*", "COUNT", count)

@@ -31,7 +31,10 @@ if not old and redis.call("HLEN", K_SCHEDULES) >= tonumber(ARGV[13]) then return
 local paused = fire_state(id).pa
 local current = redis.call("ZSCORE", K_FIRES, id)
 
-if not stored then redis.call("HSET", K_META, "o", ARGV[7], "v", FORMAT) end
+if not stored then
+  redis.call("HSET", K_META, "o", ARGV[7])
+  META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads format 2)
+end
 redis.call("HSET", K_SCHEDULES, id, ARGV[9])
 if paused then
   redis.call("ZREM", K_FIRES, id)

@@ -183,6 +183,7 @@ on_call(function()
     for name in pairs(META.changed) do META.changed[name] = nil end
   end
   META.dirty = nil
+  META.clear_rq = nil  -- (includes/renumber.lua)
 end)
 
 function META.read(...)

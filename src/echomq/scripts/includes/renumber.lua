@@ -128,7 +128,7 @@ local function read_renumber(takes, base, ...)
     if state[10] == FORMAT and not state[11] then return nil, meta end
     if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then
       -- (the mark outlived a re-base: gone, so the next calls read nothing)
-      if state[11] then redis.call("HDEL", K_META, "rq") end
+      if state[11] then META.clear_rq = true end  -- (written by apply_renumber)
       return nil, meta
     end
     -- an idle queue re-bases at its next arrival instead (includes/lanes.lua)
@@ -148,6 +148,7 @@ end
 -- Write phase, first: carry out the planned step. Returns the job hashes it
 -- rewrote.
 local function apply_renumber(plan)
+  if META.clear_rq then redis.call("HDEL", K_META, "rq") end
   if not plan then return 0 end
   if plan.stage == "scan" then
     if plan.start then renumbering = {stage = "scan", next = 1} end
