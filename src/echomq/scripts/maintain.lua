@@ -69,7 +69,8 @@ if redis.call("EXISTS", K_WAITERS) == 0 then redis.call("HDEL", K_META, "fw") en
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
 apply_sweep(sweep)
-local nf = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
+local first_due = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
+local nf = first_due
 -- a parked lane whose throttle or rate window ends counts as a fire time: the
 -- worker runs maintenance then, which puts the lane back and rings the doorbell
 local lw = next_lane_wake()
@@ -85,7 +86,6 @@ end
 local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 -- the timed sets' bounds, exact again (includes/fixed.lua META.note)
 if META.value("v") == FORMAT then
-  local first_due = redis.call("ZRANGE", K_DELAYED, 0, 0, "WITHSCORES")[2]
   META.put("td", first_due and fmt(tonumber(first_due)) or fmt(META.NO_TIME))
   META.put("tx", nd[2] and fmt(tonumber(nd[2])) or fmt(META.NO_TIME))
 end

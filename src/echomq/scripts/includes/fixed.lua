@@ -94,7 +94,8 @@ local FORMAT = "2"
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
 -- written by configure.lua; echomq/settings.py names the fields), each
 -- falling back to the calling client's option block, so every client of the
--- queue obeys the same stored values (docs/settings.md). One HGETALL per call.
+-- queue obeys the same stored values (docs/settings.md). Read when the call
+-- first needs one (OPT_LAZY below): one HGETALL, none where none is stored.
 -- max_attempts and backoff are nil when not stored: add.lua and fail.lua
 -- then use what the client sent with the job.
 local OPT
@@ -118,10 +119,9 @@ local call_heap_kb
 -- frees of it later is spread over the following calls' steps.
 local SETTLE_KB = 1024
 
--- OPT is read when a call first needs one of its values (load_opt below): a
--- format-2 queue whose meta hash says no setting is stored ("fs" absent,
--- features below) reads no settings at all.
--- start_call sets OPT to OPT_LAZY.proxy, an empty table made once whose
+-- OPT is read when a call first needs one of its values: a format-2 queue
+-- whose meta hash says no setting is stored ("fs" absent, features below)
+-- reads no settings at all. start_call sets OPT to OPT_LAZY.proxy, an empty table made once whose
 -- first read builds the call's OPT (OPT_LAZY.load, defined once META is,
 -- below, from OPT_LAZY.argv, the call's ARGV) and puts it in OPT's place:
 -- one table per call, built by one constructor (a table grown field by field
@@ -243,6 +243,7 @@ function META.value(name)
   if value == nil then value = META.read(name)[1] end
   return value or nil
 end
+
 -- Features (DESIGN §9: a feature costs only the queues that use it). A queue
 -- in stored format 2 (meta "v") marks in its meta hash each feature whose
 -- state exists, and a call reads a feature's keys only when its mark is
@@ -271,16 +272,16 @@ end
 -- since it joined the ring (K_SERVED's count for every other lane; K_SERVED
 -- still lists the default lane while it is in the ring). A format-1 queue
 -- keeps the default lane's in K_LANECTL and K_SERVED, as it always did.
+function META.lane_counts(lane)
+  return lane == "" and META.value("v") == FORMAT
+end
+
 -- A queue whose meta hash holds neither "v" nor "o" has no job written yet:
 -- a call that writes its first mark (configure, a lane control, a wait) makes
 -- it format 2 there and then, so its marks are exact from the start (else
 -- the first add, seeing no "v", would take it for format 1 once more).
 function META.stamp_format()
   if not META.value("v") and not META.value("o") then META.put("v", FORMAT) end
-end
-
-function META.lane_counts(lane)
-  return lane == "" and META.value("v") == FORMAT
 end
 
 OPT_LAZY.load = function()
