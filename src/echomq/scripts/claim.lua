@@ -62,7 +62,8 @@ local now = now_ms()
 -- counters it changes, written once at its end; the feature marks; the
 -- default lane's counts; the timed sets' bounds, with which a claim skips
 -- the scans of the delayed and active sets while nothing can be due).
-META.read("rn", "rnh", "rnl", "rnz", "rna", "rnn", "o", "paused", "dr", "rq", "w", "ev",
+-- (a renumbering's own fields are read only while one runs: read_renumber)
+META.read("rn", "o", "paused", "dr", "rq", "w", "ev",
   "a:", "s:", "td", "tx", unpack(META.FEATURES))
 local due = read_due(now, claim_budget(n), META.timed_scan("td", now))
 local expired = read_expired(now, false, claim_budget(n), META.timed_scan("tx", now))

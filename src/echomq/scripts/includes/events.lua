@@ -41,10 +41,24 @@ local EVENTS_LENGTH        -- OPT.event_stream_length (default: settings.DEFAULT
 local event_count
 local event_kinds, event_ids, event_lanes
 local event_columns        -- field -> {[event index] = value}, sparse
+-- The columns are made once and kept from call to call (a table made per
+-- call is garbage the server's Lua collector pays for: includes/fixed.lua):
+-- only event_count says how many of their entries are this call's. The
+-- sparse columns are made afresh only after a call that used one (a stale
+-- value would be read as this call's), and all of them after a call of more
+-- than EVENTS_KEPT events, so a large add_many's columns are not kept.
+local EVENTS_KEPT = 1000
+local event_columns_used
+local function event_tables(count)
+  if not event_kinds or count > EVENTS_KEPT then
+    event_kinds, event_ids, event_lanes = {}, {}, {}
+  end
+  if event_columns_used or not event_columns then event_columns, event_columns_used = {}, false end
+end
 on_call(function()
   EVENTS_LENGTH = nil  -- read at the call's first event (OPT reads the settings then)
+  event_tables(event_count or 0)
   event_count = 0
-  event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}
 end)
 
 local function event_put(field, value)
@@ -52,6 +66,7 @@ local function event_put(field, value)
   if not column then
     column = {}
     event_columns[field] = column
+    event_columns_used = true
   end
   column[event_count] = value
 end
@@ -84,11 +99,14 @@ local function stream_last_number()
 end
 
 -- The fields of the entry holding events first..last (see the top of this file).
-local function entry_fields(first, last, stamp)
-  local fields = {"t", stamp, "n", last - first + 1,
-    "k", table.concat(event_kinds, " ", first, last),
-    "j", table.concat(event_ids, " ", first, last),
-    "g", table.concat(event_lanes, " ", first, last)}
+-- They are appended to ``fields`` (the XADD's arguments so far).
+local function entry_fields(fields, first, last, stamp)
+  local n = #fields
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "t", stamp, "n", last - first + 1
+  fields[n + 5], fields[n + 6] = "k", table.concat(event_kinds, " ", first, last)
+  fields[n + 7], fields[n + 8] = "j", table.concat(event_ids, " ", first, last)
+  fields[n + 9], fields[n + 10] = "g", table.concat(event_lanes, " ", first, last)
+  if not event_columns_used then return fields end
   for field, column in pairs(event_columns) do
     local present = false
     if TEXT_COLUMNS[field] then
@@ -117,12 +135,13 @@ end
 -- last of them); the server's reply (an error as a value).
 local function add_entry(number, first, last, stamp)
   local keep_from = number - EVENTS_LENGTH + 1
-  local head = {"XADD", K_EVENTS}
-  if keep_from > 1 then head = {"XADD", K_EVENTS, "MINID", "~", fmt(keep_from)} end
-  head[#head + 1] = fmt(number) .. "-0"
-  local fields = entry_fields(first, last, stamp)
-  for i = 1, #fields do head[#head + 1] = fields[i] end
-  return redis.pcall(unpack(head))
+  local head
+  if keep_from > 1 then
+    head = {"XADD", K_EVENTS, "MINID", "~", fmt(keep_from), fmt(number) .. "-0"}
+  else
+    head = {"XADD", K_EVENTS, fmt(number) .. "-0"}
+  end
+  return redis.pcall(unpack(entry_fields(head, first, last, stamp)))
 end
 
 local function raise_if_error(reply)
@@ -169,8 +188,8 @@ local function flush_events()
     end
     raise_if_error(reply)
   end
+  event_tables(event_count)
   event_count = 0
-  event_kinds, event_ids, event_lanes, event_columns = {}, {}, {}, {}
 end
 
 -- An error message as events carry it: at most ERROR_BYTES bytes, not cut

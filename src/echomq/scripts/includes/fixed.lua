@@ -176,11 +176,16 @@ local META = {}
 -- LOAD, and emptied for each call: a call allocates no table of its own for
 -- them (a table built and resized per call is garbage the server's Lua
 -- collector pays for after the call: benchmarks/RESULTS.md, call_cost).
-META.known, META.changed, META.fields = {}, {}, {}
+-- META.names lists the fields read (so the next call empties the two by
+-- index, without a generic loop).
+META.known, META.changed, META.fields, META.names = {}, {}, {}, {}
 on_call(function()
   if META.dirty then
-    for name in pairs(META.known) do META.known[name] = nil end
-    for name in pairs(META.changed) do META.changed[name] = nil end
+    local known, changed, names = META.known, META.changed, META.names
+    for i = 1, #names do
+      local name = names[i]
+      known[name], changed[name], names[i] = nil, nil, nil
+    end
   end
   META.dirty = nil
   META.clear_rq = nil  -- (includes/renumber.lua)
@@ -188,8 +193,12 @@ end)
 
 function META.read(...)
   local values = redis.call("HMGET", K_META, ...)
-  local known, names = META.known, {...}
-  for i = 1, #names do known[names[i]] = values[i] end
+  local known, names, list = META.known, {...}, META.names
+  local n = #list
+  for i = 1, #names do
+    known[names[i]] = values[i]
+    list[n + i] = names[i]
+  end
   META.dirty = true
   return values
 end
@@ -284,15 +293,9 @@ function META.stamp_format()
   if not META.value("v") and not META.value("o") then META.put("v", FORMAT) end
 end
 
-OPT_LAZY.load = function()
-  local s = {}
-  if META.uses("fs") then
-    -- the whole hash (a handful of fields, only the names settings.py allows):
-    -- cheaper than an HMGET naming all fourteen
-    local stored = redis.call("HGETALL", K_SETTINGS)
-    for i = 1, #stored, 2 do s[stored[i]] = stored[i + 1] end
-  end
-  local ARGV = OPT_LAZY.argv
+-- The call's OPT from the stored settings ``s`` (name -> value) and the
+-- client's option block ``ARGV``: one table, built by one constructor.
+OPT_LAZY.build = function(s, ARGV)
   return {
     max_stalls = tonumber(s.max_stalls or ARGV[2]),
     keep_completed_ms = tonumber(s.keep_completed_ms or ARGV[3]),
@@ -312,6 +315,34 @@ OPT_LAZY.load = function()
     -- per-minute metrics (includes/metrics.lua): stored only
     metrics = s.metrics == "1",
   }
+end
+
+-- A queue with no stored setting takes every value from the client's option
+-- block, which is the same on every call of one client: the OPT built from
+-- the last such block is kept (OPT_LAZY.plain: the five strings and the
+-- table; nothing writes into an OPT) and serves every call that sends the
+-- same block, so a plain queue's call builds no table and parses no number
+-- for its options (Lua's strings are interned: comparing two is one
+-- pointer's compare). Under EVALSHA every call starts afresh and builds it.
+OPT_LAZY.NONE = {}
+OPT_LAZY.load = function()
+  local ARGV = OPT_LAZY.argv
+  if not META.uses("fs") then
+    local kept = OPT_LAZY.plain
+    if kept and kept[1] == ARGV[2] and kept[2] == ARGV[3] and kept[3] == ARGV[4]
+        and kept[4] == ARGV[5] and kept[5] == ARGV[6] then
+      return kept.opt
+    end
+    kept = {ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], opt = OPT_LAZY.build(OPT_LAZY.NONE, ARGV)}
+    OPT_LAZY.plain = kept
+    return kept.opt
+  end
+  -- the whole hash (a handful of fields, only the names settings.py allows):
+  -- cheaper than an HMGET naming all fourteen
+  local s = {}
+  local stored = redis.call("HGETALL", K_SETTINGS)
+  for i = 1, #stored, 2 do s[stored[i]] = stored[i + 1] end
+  return OPT_LAZY.build(s, ARGV)
 end
 
 -- The timed sets' first scores as lower bounds in the meta hash (format 2):

@@ -41,6 +41,17 @@ local function index_pairs(buf, out)
 end
 local pending            -- lane -> {score1, id1, score2, id2, ...}
 local pending_order      -- lanes in the order their first pending job entered
+-- (the two tables are made once and emptied after each flush: a table made
+-- per call is garbage the server's Lua collector pays for, includes/fixed.lua)
+local LANES = {}
+function LANES.clear_pending()
+  for i = 1, #pending_order do
+    pending[pending_order[i]] = nil
+    pending_order[i] = nil
+  end
+end
+-- renamed when no job was renumbered in the call: read only
+LANES.NONE_RENAMED = {}
 
 -- Put a waiting job into its lane (buffered until flush_lanes). ``lane`` is
 -- the job's stored g field (absent: the default lane ""); ``score`` is the
@@ -79,9 +90,10 @@ end
 -- rings the doorbell for it). ``seen``: read_lane's table, when no lane it
 -- names was written since it was read.
 local function flush_lanes(seen)
-  local indexed = {}
+  local indexed = nil
   local joined = nil
-  for _, lane in ipairs(pending_order) do
+  for i = 1, #pending_order do
+    local lane = pending_order[i]
     local lk = lane_key(lane)
     local was_empty = (seen and seen[lane] or redis.call("EXISTS", lk)) == 0
     call_chunked("ZADD", lk, pending[lane], 2)
@@ -90,13 +102,12 @@ local function flush_lanes(seen)
       redis.call("HSETNX", K_SERVED, lane, 0)
       joined = lane
     end
-    index_pairs(pending[lane], indexed)
+    if renumber_state() then indexed = index_pairs(pending[lane], indexed or {}) end
   end
-  if #indexed > 0 then call_chunked("ZADD", K_RENUMBER, indexed, 2) end
+  if indexed and #indexed > 0 then call_chunked("ZADD", K_RENUMBER, indexed, 2) end
   -- (the virtual tail matters only where lanes can be parked: includes/controls.lua)
   if joined and META.uses("fl") then redis.call("HSET", K_LANECTL, "vt", joined) end
-  pending = {}
-  pending_order = {}
+  LANES.clear_pending()
 end
 
 -- Lanes that left the ring while lanes were parked, kept for the parked
@@ -209,8 +220,9 @@ local reserved_next, reserved_last
 
 -- This include's per-call state starts fresh at each call (includes/fixed.lua).
 on_call(function()
-  waiting_delta, renumbering, renamed, ring_filled = 0, nil, {}, false
-  pending, pending_order = {}, {}
+  waiting_delta, renumbering, renamed, ring_filled = 0, nil, LANES.NONE_RENAMED, false
+  if not pending then pending, pending_order = {}, {} end
+  LANES.clear_pending()  -- (a call stopped by an error left its buffers)
   reserved_next, reserved_last = 1, 0
 end)
 

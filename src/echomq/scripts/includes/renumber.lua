@@ -112,12 +112,15 @@ end
 local function read_renumber(takes, base, ...)
   -- the ordering (as ordering() reads it), the pause and a drop under way
   -- (dr: dropPage.lua's last page, ms; add.lua refuses then) in the same read
-  local state = META.fetch("rn", "rnh", "rnl", "rnz", "rna", "rnn", "o", "paused", "dr", "v",
-    "rq", ...)
+  -- (the step's own fields only while one runs: a field the hash lacks
+  -- costs the server a walk of the whole hash)
+  local state = META.fetch("rn", "o", "paused", "dr", "v", "rq", ...)
+  -- {rnh, rnl, rnz, rna, rnn}: the step's cursors and next counter
+  local step = state[1] and META.fetch("rnh", "rnl", "rnz", "rna", "rnn")
   -- the lanes' view of the renumbering (renumber_state, includes/lanes.lua): read here
-  renumbering = state[1] and {stage = state[1], next = tonumber(state[6]) or 1} or false
-  local meta = {state[7] or nil, state[8] or nil, state[9] or nil}
-  if state[7] and state[7] ~= "composite" then return nil, meta end
+  renumbering = step and {stage = state[1], next = tonumber(step[5]) or 1} or false
+  local meta = {state[2] or nil, state[3] or nil, state[4] or nil}
+  if state[2] and state[2] ~= "composite" then return nil, meta end
   local plan = {budget = (base or RENUMBER_BUDGET) + 2 * takes, stage = state[1]}
   if not plan.stage then
     -- a claim that takes no counter cannot bring it closer to 2^32: the next
@@ -125,22 +128,22 @@ local function read_renumber(takes, base, ...)
     if takes == 0 and base == CLAIM_RENUMBER_BUDGET then return nil, meta end
     -- in format 2 the mark "rq" says the counter may be past RENUMBER_AT
     -- (note_high_counter, includes/lanes.lua): a queue without it reads no counter
-    if state[10] == FORMAT and not state[11] then return nil, meta end
+    if state[5] == FORMAT and not state[6] then return nil, meta end
     if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then
       -- (the mark outlived a re-base: gone, so the next calls read nothing)
-      if state[11] then META.clear_rq = true end  -- (written by apply_renumber)
+      if state[6] then META.clear_rq = true end  -- (written by apply_renumber)
       return nil, meta
     end
     -- an idle queue re-bases at its next arrival instead (includes/lanes.lua)
     if tonumber(redis.call("HGET", K_META, "w") or "0") <= 0
       and redis.call("ZCARD", K_ACTIVE) == 0 then return nil, meta end
     plan.start, plan.stage = true, "scan"
-    state = {"scan", "0", "[]", "0", "0", "1"}
+    step = {"0", "[]", "0", "0", "1"}
   end
   if plan.stage == "scan" then
-    read_scan(plan, {state[2], state[3], state[4], state[5]})
+    read_scan(plan, step)
   else
-    read_compact(plan, tonumber(state[6]))
+    read_compact(plan, tonumber(step[5]))
   end
   return plan, meta
 end
@@ -166,6 +169,7 @@ local function apply_renumber(plan)
   for _, r in ipairs(plan.rewrites) do
     redis.call("HSET", job_key(r[1]), "sc", r[2])
     if r[3] then redis.call("ZADD", lane_key(r[3]), "XX", r[2], r[1]) end
+    if renamed == LANES.NONE_RENAMED then renamed = {} end
     renamed[r[1]] = r[2]
   end
   if plan.finished then
