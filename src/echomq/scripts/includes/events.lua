@@ -49,15 +49,19 @@ local event_columns        -- field -> {[event index] = value}, sparse
 -- than EVENTS_KEPT events, so a large add_many's columns are not kept.
 local EVENTS_KEPT = 1000
 local event_columns_used
+-- the columns for a call after one of ``count`` events
 local function event_tables(count)
-  if not event_kinds or count > EVENTS_KEPT then
-    event_kinds, event_ids, event_lanes = {}, {}, {}
-  end
-  if event_columns_used or not event_columns then event_columns, event_columns_used = {}, false end
+  if event_kinds and count <= EVENTS_KEPT then return event_kinds, event_ids, event_lanes end
+  return {}, {}, {}
+end
+local function event_sparse_columns()
+  if event_columns_used or not event_columns then return {}, false end
+  return event_columns, false
 end
 on_call(function()
   EVENTS_LENGTH = nil  -- read at the call's first event (OPT reads the settings then)
-  event_tables(event_count or 0)
+  event_kinds, event_ids, event_lanes = event_tables(event_count or 0)
+  event_columns, event_columns_used = event_sparse_columns()
   event_count = 0
 end)
 
@@ -188,7 +192,8 @@ local function flush_events()
     end
     raise_if_error(reply)
   end
-  event_tables(event_count)
+  event_kinds, event_ids, event_lanes = event_tables(event_count)
+  event_columns, event_columns_used = event_sparse_columns()
   event_count = 0
 end
 
