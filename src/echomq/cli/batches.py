@@ -19,6 +19,7 @@ from echomq.cli.common import (
     EchoGroup,
     echo_json,
     escape_text,
+    gather_pages,
     json_option,
     open_queue,
     percent,
@@ -30,8 +31,6 @@ from echomq.cli.common import (
 #: the width of the progress bar, in characters (the list's is shorter).
 BAR = 30
 LIST_BAR = 12
-#: the most list calls one command makes (each looks at up to 200 batches).
-MAX_LIST_CALLS = 20
 
 
 def progress_bar(status: BatchStatus, width: int = BAR) -> str:
@@ -107,17 +106,13 @@ def list_batches(
       echomq batch list
       echomq batch list --queue mail --count 50 --json
     """
-    found: list[BatchStatus] = []
-    next_cursor = cursor
     with open_queue(queue, url) as q:
-        # a page may come back short (bounded work per call): go on until count,
-        # the end, or MAX_LIST_CALLS calls (then the cursor goes on)
-        for _ in range(MAX_LIST_CALLS):
-            page = q.batches(cursor=next_cursor, count=count - len(found))
-            found.extend(page.batches)
-            next_cursor = page.cursor
-            if next_cursor is None or len(found) >= count:
-                break
+
+        def fetch(at: str | None, left: int) -> tuple[list[BatchStatus], str | None]:
+            page = q.batches(cursor=at, count=left)
+            return page.batches, page.cursor
+
+        found, next_cursor = gather_pages(fetch, cursor, count)
     if as_json:
         rows = [{**dataclasses.asdict(s), "finished": s.finished} for s in found]
         echo_json({"batches": rows, "cursor": next_cursor})

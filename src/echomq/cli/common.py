@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # Rich is imported on first use (a quick command never needs 
     console: Console
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 #: environment variable naming the queue when ``--queue`` is not given.
 QUEUE_ENV = "ECHOMQ_QUEUE"
@@ -176,6 +177,28 @@ def open_queue(name: str, url: str | None) -> Iterator[SyncQueue]:
         yield queue
     finally:
         queue.close()
+
+
+# the most calls one listing command makes before it prints a "more:" cursor
+MAX_PAGE_CALLS = 20
+
+
+def gather_pages(
+    fetch: Callable[[str | None, int], tuple[Sequence[T], str | None]],
+    cursor: str | None,
+    count: int,
+) -> tuple[list[T], str | None]:
+    """Up to ``count`` items from ``fetch(cursor, left)`` (a page and the next
+    cursor, None at the end), page after page: a page may come back short (the
+    server bounds each call's work), so this goes on until ``count``, the end,
+    or MAX_PAGE_CALLS calls; returns the items and the cursor to go on from."""
+    found: list[T] = []
+    for _ in range(MAX_PAGE_CALLS):
+        items, cursor = fetch(cursor, count - len(found))
+        found.extend(items)
+        if cursor is None or len(found) >= count:
+            break
+    return found, cursor
 
 
 def echo_json(value: Any) -> None:

@@ -9,6 +9,7 @@ from echomq.cli.common import (
     echo_json,
     escape_text,
     fail,
+    gather_pages,
     json_option,
     open_queue,
     queue_options,
@@ -18,9 +19,6 @@ from echomq.cli.jobs import job_dict
 from echomq.errors import EchoMQError
 from echomq.job import LISTED_STATES, Job
 from echomq.tags import MAX_FIND_COUNT, parse_tag_args
-
-#: the most find calls one command makes (each looks at up to 500 tagged jobs).
-MAX_CALLS = 20
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -60,17 +58,12 @@ def find(
     except EchoMQError as exc:
         fail(str(exc))
     with open_queue(queue, url) as q:
-        jobs: list[Job] = []
-        next_cursor = cursor
-        # a page may come back short (bounded work per call): go on until count,
-        # the end, or MAX_CALLS calls (then the cursor goes on)
-        for _ in range(MAX_CALLS):
-            left = count - len(jobs)
-            page = q.find(wanted, state=state, name=name, cursor=next_cursor, count=left)
-            jobs.extend(page.jobs)
-            next_cursor = page.cursor
-            if next_cursor is None or len(jobs) >= count:
-                break
+
+        def fetch(at: str | None, left: int) -> tuple[list[Job], str | None]:
+            page = q.find(wanted, state=state, name=name, cursor=at, count=left)
+            return page.jobs, page.cursor
+
+        jobs, next_cursor = gather_pages(fetch, cursor, count)
     if as_json:
         echo_json({"jobs": [job_dict(job, queue) for job in jobs], "cursor": next_cursor})
         return
