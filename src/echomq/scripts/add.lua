@@ -57,10 +57,10 @@ local requested = ARGV[7]
 local jobs = cjson.decode(ARGV[8])
 -- a step of a renumbering in progress (includes/renumber.lua), read with the
 -- stored ordering and the counters this call writes (META, includes/fixed.lua)
--- (and the feature marks, includes/fixed.lua, and the next due time "td",
--- includes/time.lua: all in one HMGET)
+-- (and the feature marks an add branches on, includes/fixed.lua, and the next
+-- due time "td", includes/time.lua: all in one HMGET)
 local renumber_step, meta = read_renumber(#jobs, nil, "w", "added", "ev", "last", "td",
-  unpack(META.FEATURES))
+  "v", "fs", "fl")
 local stored = meta[1]
 if stored and stored ~= requested then return E_ORDERING end
 
