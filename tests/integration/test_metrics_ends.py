@@ -181,6 +181,16 @@ def test_a_dependent_killed_by_its_dependencys_death_counts_dead(mq: SyncQueue) 
     assert change(mq, "dependent", mq.maintain) == {}
 
 
+def test_a_dependent_two_dead_dependencies_name_in_one_call_counts_once(mq: SyncQueue) -> None:
+    first, second = mq.add("parent"), mq.add("parent")
+    child = mq.add("dependent", depends_on=[first, second])
+    for job in mq.claim(2):
+        mq.fail(job, "no", retry=False)
+    # one maintenance call meets both deaths ("!" entries): the child dies once
+    assert change(mq, "dependent", mq.maintain) == {"dead": 1}
+    assert mq.get(child).state == "dead"  # type: ignore[union-attr]
+
+
 def test_a_dependent_of_a_cancelled_job_counts_dead(mq: SyncQueue) -> None:
     parent = mq.add("parent", delay=3600)
     child = mq.add("dependent", depends_on=[parent])
