@@ -1,14 +1,35 @@
 """Metrics kept on the server (DESIGN §10): per minute and job name, how many
-jobs completed, failed (a retry follows) and died, and histograms of their run
-and wait times in fixed Prometheus buckets, kept 72 hours.
+jobs completed, failed (a retry follows), died and were cancelled before they
+ran, and histograms of their run and wait times in fixed Prometheus buckets,
+kept 72 hours.
 
 On for a queue with the stored setting ``metrics`` (``configure(metrics=True)``):
-the completion scripts count every job they finish in the same call
+every script that ends a job counts it in the same call
 (scripts/includes/metrics.lua: one read and one write of the minute's hash per
 call, however many jobs), so nothing is sampled and no other process is
-needed. A queue without it pays nothing (DESIGN §9). Run time: from a job's
-claim to its outcome; wait time: from when it was due (its creation, or its
-``run_at`` / retry time) to its claim; both on the server clock.
+needed. A queue without it pays nothing (DESIGN §9): not one command more.
+Run time: from a job's claim to its outcome; wait time: from when it was due
+(its creation, or its ``run_at`` / retry time) to its claim; both on the
+server clock.
+
+What each count includes (docs/metrics.md):
+
+- ``completed``: jobs completed (``complete``, ``complete_many``).
+- ``failed``: failed attempts followed by a retry (``fail`` with attempts
+  left), and a running job cancelled with ``cancel(..., retry=True)``.
+- ``dead``: jobs that died: ``fail`` with no attempt left or ``retry=False``;
+  a running job cancelled (``cancel``, or ``cancel_batch`` of its batch); a job
+  past its ``expires`` time when a claim meets it; a job whose lease expired
+  more than ``max_stalls`` times; a blocked job whose dependency died, was
+  removed or was cancelled (``depends_on``).
+- ``cancelled``: jobs cancelled before they ran (waiting, delayed, retry
+  pending or blocked): ``cancel`` of such a job, ``cancel_batch`` of its batch.
+
+Not counted: ``remove``, ``drop``, ``purge_dead``, pruning by retention,
+``retry_dead``, ``release`` (nothing ends there, or the job's end was counted
+when it happened). The run and wait histograms hold the runs that ended by
+completion, failure or a cancel of the running job; a job that never ran, or
+whose lease expired (its end is not known), adds no run.
 
 ``q.metrics(name=None, minutes=60)`` reads them as :class:`MetricPoint` s;
 ``echomq metrics`` draws them; the dashboard's ``/metrics`` exports
@@ -45,9 +66,12 @@ BUCKETS: tuple[float, ...] = (
 )
 #: how many minutes the server keeps (72 hours).
 KEPT_MINUTES = 72 * 60
+#: the counts kept per minute and name, in their stored order (includes/metrics.lua;
+#: "cancelled" is stored only when not 0: a field of an older echomq has three).
+COUNTS = ("completed", "failed", "dead", "cancelled")
 #: numbers kept per minute and name (includes/metrics.lua: counts, two histograms
 #: with their sums); stored sparse, the empty buckets left out.
-WIDTH = 3 + 2 * (len(BUCKETS) + 2)
+WIDTH = len(COUNTS) + 2 * (len(BUCKETS) + 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +107,10 @@ class Histogram:
 
 @dataclass(frozen=True, slots=True)
 class MetricPoint:
-    """One minute of one job name (``minute``: its start, server clock)."""
+    """One minute of one job name (``minute``: its start, server clock).
+
+    ``cancelled``: jobs cancelled before they ran (0 in minutes stored by an
+    older echomq, which did not count them)."""
 
     minute: datetime
     name: str
@@ -92,6 +119,7 @@ class MetricPoint:
     dead: int
     run: Histogram
     wait: Histogram
+    cancelled: int = 0
 
 
 def check_minutes(minutes: object) -> int:
@@ -105,8 +133,8 @@ def check_minutes(minutes: object) -> int:
 
 
 def decode_point(minute: Any, name: Any, text: Any) -> MetricPoint:
-    """One stored field (includes/metrics.lua): "c f d r<sum> b:n … w<sum> b:n …"."""
-    counts = [0, 0, 0]
+    """One stored field (includes/metrics.lua): "c f d [k] r<sum> b:n … w<sum> b:n …"."""
+    counts = [0] * len(COUNTS)
     buckets = {"r": [0] * (len(BUCKETS) + 1), "w": [0] * (len(BUCKETS) + 1)}
     sums = {"r": 0, "w": 0}
     current: str | None = None
@@ -115,7 +143,7 @@ def decode_point(minute: Any, name: Any, text: Any) -> MetricPoint:
             current = token[0]
             sums[current] = int(token[1:])
         elif current is None:
-            if i < 3:
+            if i < len(COUNTS):
                 counts[i] = int(token)
         else:
             bucket, _, n = token.partition(":")
@@ -129,6 +157,7 @@ def decode_point(minute: Any, name: Any, text: Any) -> MetricPoint:
         counts[2],
         Histogram(tuple(buckets["r"]), sums["r"] / 1000),
         Histogram(tuple(buckets["w"]), sums["w"] / 1000),
+        counts[3],
     )
 
 

@@ -69,14 +69,18 @@ def test_metrics_shows_counts_a_sparkline_and_percentiles(cli: RunCli, sq: SyncQ
     jobs = sq.claim(4)
     sq.complete_many([(job, None) for job in jobs if job.name != "bill"])
     sq.fail(next(job for job in jobs if job.name == "bill"), "no", retry=False)
+    sq.cancel(sq.add("bill"))  # cancelled before it ran: its own column
     proc = cli("metrics")
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout
     [send] = [line for line in proc.stdout.splitlines() if line.startswith("send\\x1b[2J")]
-    assert send.split()[1:4] == ["3", "0", "0"] and "█" in send and "≤" in send
+    assert send.split()[1:5] == ["3", "0", "0", "0"] and "█" in send and "≤" in send
     [bill] = [line for line in proc.stdout.splitlines() if line.startswith("bill")]
-    assert bill.split()[1:4] == ["0", "0", "1"]
+    assert bill.split()[1:5] == ["0", "0", "1", "1"]
+    assert "CANCELLED" in proc.stdout
     points = json.loads(cli("metrics", "--name", "bill", "--json").stdout)
-    assert [(p["name"], p["dead"], p["run"]["count"]) for p in points] == [("bill", 1, 1)]
+    got = [(p["name"], p["dead"], p["cancelled"], p["run"]["count"]) for p in points]
+    assert sum(p[1] for p in got) == 1 and sum(p[2] for p in got) == 1  # (a minute may turn)
+    assert sum(p[3] for p in got) == 1
     bad = cli("metrics", "--minutes", "0")  # click's usage error: exit 2, no traceback
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "1<=x<=4320" in bad.stderr

@@ -528,6 +528,73 @@ def _fail_counted(b: Busy) -> tuple[Call[Any], str]:
     return b.q.engine.fail(b.active[0], "boom", retry_delay=60), key
 
 
+def _cancel_running_counted(b: Busy) -> tuple[Call[Any], str]:
+    """Cancelling a running job counts it dead in the minute's metrics: it moved."""
+    key = _metrics_minute(b)
+    return b.q.engine.cancel(b.active[0].id), key
+
+
+def _cancel_waiting_counted(b: Busy) -> tuple[Call[Any], str]:
+    """Cancelling a waiting job counts it cancelled in the minute's metrics: it moved."""
+    key = _metrics_minute(b)
+    return b.q.engine.cancel(_waiting_ids(b, "a")[0]), key
+
+
+def _cancel_batch_counted(b: Busy) -> tuple[Call[Any], str]:
+    """cancel_batch counts its children (a running one dead, the others cancelled).
+    One child has completed: the batch's done set exists (a missing one would stop
+    the script on the migrating slot before it got to the metrics)."""
+    key = _metrics_minute(b)
+    _lease_every_waiting_job(b)
+    batch = _batch_with(b, 4)
+    done, running = b.q.claim(2, 30.0)
+    b.q.complete(done, 1)
+    b.active.append(running)
+    return b.q.engine.cancel_batch(batch.id), key
+
+
+def _claim_expiry_counted(b: Busy) -> tuple[Call[Any], str]:
+    """A claim that meets a job past its expiry counts it dead."""
+    key = _metrics_minute(b)
+    call, _ = _claim_past_expiry(b)
+    return call, key
+
+
+def _stalled(b: Busy) -> str:
+    """Metrics on, max_stalls 0 and a leased job whose lease has ended: the next
+    claim or maintenance sends it to dead and counts it. The minute's key."""
+    key = _metrics_minute(b)
+    b.q.configure(max_stalls=0)
+    _lease_every_waiting_job(b)
+    b.q.set_weight("z", 5)
+    b.q.add_many([{"name": "z", "group": "z"} for _ in range(3)])
+    [job] = b.q.claim(1, 0.3)  # lane z's turn goes on: the turn hash is stored
+    b.active.append(job)  # the call below fails: it stays in the active set
+    assert job.lease_deadline is not None
+    wait_past(b.q.client(), job.lease_deadline)
+    return key
+
+
+def _claim_stall_counted(b: Busy) -> tuple[Call[Any], str]:
+    key = _stalled(b)
+    return b.q.engine.claim(1, 30.0), key
+
+
+def _maintain_stall_counted(b: Busy) -> tuple[Call[Any], str]:
+    key = _stalled(b)
+    return b.q.engine.maintain(), key
+
+
+def _maintain_kill_counted(b: Busy) -> tuple[Call[Any], str]:
+    """Maintenance sends the dependent of a dead job to dead and counts it."""
+    key = _metrics_minute(b)
+    parent = b.active[0]
+    b.q.add("child", depends_on=[parent.id])
+    b.q.fail(parent, "no", retry=False)
+    b.active.remove(parent)
+    return b.q.engine.maintain(), key
+
+
 def _beat(b: Busy, moved: str) -> tuple[Call[Any], str]:
     """A worker's beat refreshes its registry hash and index entry (includes/workers.lua)."""
     info = info_text("host", 1, [b.q.name], 2, [])
@@ -570,6 +637,13 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "maintain_logged": ("maintain", _prune_logged),
     "complete_counted": ("completeMany", _complete_counted),
     "fail_counted": ("fail", _fail_counted),
+    "cancel_running_counted": ("cancel", _cancel_running_counted),
+    "cancel_waiting_counted": ("cancel", _cancel_waiting_counted),
+    "cancel_batch_counted": ("cancelBatch", _cancel_batch_counted),
+    "claim_expiry_counted": ("claim", _claim_expiry_counted),
+    "claim_stall_counted": ("claim", _claim_stall_counted),
+    "maintain_stall_counted": ("maintain", _maintain_stall_counted),
+    "maintain_kill_counted": ("maintain", _maintain_kill_counted),
     "worker_beat": ("workerBeat", lambda b: _beat(b, "")),
     "worker_beat_index": ("workerBeat", lambda b: _beat(b, "index")),
     # a new job's hash is not on the source while the slot migrates

@@ -621,10 +621,12 @@ def test_the_metrics_endpoint_gives_each_names_minutes_and_refuses_bad_windows(
     sq.configure(metrics=True)
     sq.add_many([{"name": "send"} for _ in range(2)])
     sq.complete_many([(job, None) for job in sq.claim(2)])
+    sq.cancel(sq.add("send"))  # cancelled before it ran
     d = start_dashboard(backend_url, queues=[sq.name])
     got = d.http.get(f"/api/queues/{sq.name}/metrics", params={"minutes": 5}).json()
     [send] = got["names"]
     assert (send["name"], send["completed"], got["minutes"]) == ("send", 2, 5)
+    assert send["cancelled"] == 1 and sum(p["cancelled"] for p in send["points"]) == 1
     assert send["points"][0]["run_p50"] is not None
     bad = d.http.get(f"/api/queues/{sq.name}/metrics", params={"minutes": 4321})
     assert bad.status_code == 400

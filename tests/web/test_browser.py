@@ -713,14 +713,16 @@ def test_job_names_panel_shows_the_server_metrics_and_draws_a_name(
     jobs = sq.claim(5)
     sq.complete_many([(job, None) for job in jobs if job.name != "bill"])
     sq.fail(next(job for job in jobs if job.name == "bill"), "no", retry=False)
+    sq.cancel(sq.add("bill"))  # cancelled before it ran
     d = start_dashboard(backend_url, queues=[sq.name])
     open_dashboard(page, d, sq.name, lanes=False)
     row = page.wait_for_selector('#metrics tr[data-name="send<b>"]')
     cells = row.query_selector_all("td")
-    assert [c.text_content() for c in cells[:4]] == ["send<b>", "4", "0", "0"]
-    assert "█" in (cells[4].text_content() or "")
+    assert [c.text_content() for c in cells[:5]] == ["send<b>", "4", "0", "0", "0"]
+    assert "█" in (cells[5].text_content() or "")
     bill = page.query_selector('#metrics tr[data-name="bill"]')
-    assert bill is not None and [c.text_content() for c in bill.query_selector_all("td")][3] == "1"
+    assert bill is not None
+    assert [c.text_content() for c in bill.query_selector_all("td")][3:5] == ["1", "1"]
     row.click()
     page.wait_for_selector("#metrics-chart:not([hidden])")
     assert "send<b>" in page.text_content("#metrics-chart-legend")

@@ -141,7 +141,8 @@ def sparkline(values: list[int]) -> str:
 @json_option
 @queue_options
 def metrics(name: str | None, minutes: int, as_json: bool, queue: str, url: str | None) -> None:
-    """Per job name over the last minutes: jobs completed, failed and dead, a
+    """Per job name over the last minutes: jobs completed, failed, dead and
+    cancelled (before they ran), a
     sparkline of completions per minute, and run and wait time percentiles
     (the upper bound of the histogram bucket that holds them). Kept on the
     server for a queue with `echomq config Q --set metrics=1`.
@@ -179,13 +180,23 @@ def metrics(name: str | None, minutes: int, as_json: bool, queue: str, url: str 
                 str(sum(p.completed for p in mine)),
                 str(sum(p.failed for p in mine)),
                 str(sum(p.dead for p in mine)),
+                str(sum(p.cancelled for p in mine)),
                 sparkline(per_minute),
                 f"{_seconds(run.quantile(0.5))} / {_seconds(run.quantile(0.95))}",
                 f"{_seconds(wait.quantile(0.5))} / {_seconds(wait.quantile(0.95))}",
             ]
         )
-    headers = ["NAME", "COMPLETED", "FAILED", "DEAD", "PER MINUTE", "RUN p50/p95", "WAIT p50/p95"]
-    for text in plain_table(headers, rows, right={1, 2, 3}):
+    headers = [
+        "NAME",
+        "COMPLETED",
+        "FAILED",
+        "DEAD",
+        "CANCELLED",
+        "PER MINUTE",
+        "RUN p50/p95",
+        "WAIT p50/p95",
+    ]
+    for text in plain_table(headers, rows, right={1, 2, 3, 4}):
         click.echo(text)
 
 
@@ -209,6 +220,7 @@ def _point_dict(p: MetricPoint) -> dict[str, object]:
         "completed": p.completed,
         "failed": p.failed,
         "dead": p.dead,
+        "cancelled": p.cancelled,
         "run": {"buckets": p.run.cumulative()[:-1], "count": p.run.count, "sum": p.run.sum},
         "wait": {"buckets": p.wait.cumulative()[:-1], "count": p.wait.count, "sum": p.wait.sum},
     }

@@ -2,6 +2,8 @@
 -- (waiting, delayed, retry pending) is removed; a running (active) job is
 -- taken from its lease holder, whose next heartbeat hears E_CANCELLED and
 -- stops the handler, and goes dead or back to waiting as the caller chose.
+-- A queue with metrics on counts it (includes/metrics.lua): a running job
+-- dead, or failed when retried; one not started, cancelled.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -24,6 +26,7 @@
 -- @include tags
 -- @include dedupe
 -- @include logs
+-- @include metrics
 -- @include retention
 
 local id, running_to = ARGV[7], ARGV[8]
@@ -39,8 +42,20 @@ local now = now_ms()
 local burial = state == "active" and running_to ~= "retry" and bury(id, now)  -- reads only
 local lane_size = state == "waiting" and read_key("ZCARD", lane_key(lane))
 if state == "active" then plan_recheck(lane) end
+-- the minute's metrics (a queue with them on): a run ended by the cancel, or a
+-- job that never ran
+if OPT.metrics then
+  local m = read_key("HMGET", jk, "n", "c", "at", "ca")
+  if state ~= "active" then
+    Metrics.ended(m[1], 4, nil, nil, nil, now)
+  else
+    Metrics.ended(m[1], running_to == "retry" and 2 or 3, m[2], m[3], m[4], now)
+  end
+  Metrics.read_ended(now)
+end
 -- write phase
 emit("cancelled", id, lane)
+Metrics.write_ended()
 if state == "active" then
   redis.call("ZREM", K_ACTIVE, id)
   give_back(lane, 1)

@@ -4,7 +4,8 @@
 -- includes/rotation.lua); each step then takes one page of children: those
 -- not started (waiting, delayed, retry pending, blocked) end "cancelled"
 -- (they never run), running ones are cancelled as cancel() does (taken from
--- their worker, dead); finished ones stay as they are.
+-- their worker, dead); finished ones stay as they are. A queue with metrics
+-- on counts them (includes/metrics.lua): cancelled, and dead with their runs.
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -26,6 +27,7 @@
 -- @include tags
 -- @include dedupe
 -- @include logs
+-- @include metrics
 -- @include retention
 
 local id, first, size = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -37,8 +39,15 @@ local state = Batch.state(b)
 if state == "succeeded" or state == "failed" then return "finished" end
 local page = read_key("ZRANGE", Batch.jobs_key(id), first, first + size - 1)
 local plans, lane_left, quiet = {}, {}, {}
+-- (the fields the metrics count only where they are counted: f[6..9])
+local counted = OPT.metrics
 for _, child in ipairs(page) do
-  local f = read_key("HMGET", job_key(child), "s", "g", "k", "dn", "cl")
+  local f
+  if counted then
+    f = read_key("HMGET", job_key(child), "s", "g", "k", "dn", "cl", "n", "c", "at", "ca")
+  else
+    f = read_key("HMGET", job_key(child), "s", "g", "k", "dn", "cl")
+  end
   local s, lane = f[1], f[2] or ""
   if s == "waiting" and lane_left[lane] == nil then
     lane_left[lane] = read_key("ZCARD", lane_key(lane))
@@ -46,14 +55,17 @@ for _, child in ipairs(page) do
   if s == "active" then
     plan_recheck(lane)
     plans[#plans + 1] = {id = child, f = f, burial = bury(child, now)}  -- reads only
+    if counted then Metrics.ended(f[6], 3, f[7], f[8], f[9], now) end
   elseif s == "waiting" or s == "delayed" or s == "failed" or s == "blocked" then
     -- its Dedupe record (includes/dedupe.lua), finished as a dead job's
     local record = f[3] and read_key("GET", idem_key(f[3]))
     plans[#plans + 1] = {id = child, f = f, record = record}
     quiet[#quiet + 1] = child
+    if counted then Metrics.ended(f[6], 4, nil, nil, nil, now) end
   end
 end
 local victims = read_prune(K_CANCELLED, OPT.keep_dead_ms, OPT.keep_dead, now, quiet)
+Metrics.read_ended(now)
 -- write phase
 if not b.f.k then
   b.f.k = "1"
@@ -93,6 +105,7 @@ for _, plan in ipairs(plans) do
   end
 end
 apply_prune(K_CANCELLED, victims)
+Metrics.write_ended()
 local next_rank = -1
 if #page == size then next_rank = first + size else Batch.expire(b) end
 flush_waiting()

@@ -47,6 +47,7 @@
 -- @include tags
 -- @include dedupe
 -- @include logs
+-- @include metrics
 -- @include retention
 -- @include time
 -- @include rotation
@@ -73,11 +74,14 @@ local asked = n
 local queue_bound, queue_at
 n, queue_bound, queue_at = queue_allowance(now, n, #expired.ids)
 local plan = Rotation.plan(due, expired, n, now, paused)
+-- the jobs this call ends, in the minute's metrics (a queue with them on: includes/metrics.lua)
+Metrics.read_ended(now)
 
 -- Write phase.
 apply_renumber(renumber_step)   -- first write: before any job of this call moves
 promote(due)
 reap(expired, now)
+Metrics.write_ended()
 -- the first fire time and lease deadline the scans left (the leases below lower it)
 if due.bound then META.put("td", fmt(due.bound)) end
 if expired.bound then META.put("tx", fmt(expired.bound)) end

@@ -32,6 +32,7 @@
 -- @include tags
 -- @include dedupe
 -- @include logs
+-- @include metrics
 -- @include retention
 -- @include time
 -- @include readers
@@ -55,12 +56,15 @@ local woken = redis.call("ZRANGEBYSCORE", K_LANEWAKE, "-inf", fmt(now), "LIMIT",
 for _, lane in ipairs(woken) do plan_recheck(lane) end
 local renumber_step = read_renumber(#due.ids)
 local sweep = read_sweep(now)  -- throttles that have ended (includes/controls.lua)
+-- the jobs this call ends, in the minute's metrics (a queue with them on: includes/metrics.lua)
+Metrics.read_ended(now)
 local renumbered = apply_renumber(renumber_step)   -- first write
 local promoted = promote(due)
 local reaped, freed = reap(expired, now)
 local pruned = apply_prune(K_COMPLETED, completed_victims) + #expired.dead_victims
   + apply_prune(K_CANCELLED, cancelled_victims)
 local released = apply_releases(releases, now)
+Metrics.write_ended()
 flush_waiting()
 flush_events()
 prune_waiters(now)

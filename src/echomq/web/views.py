@@ -253,12 +253,14 @@ def metrics_view(points: list[MetricPoint], minutes: int) -> dict[str, Any]:
                 "completed": sum(p.completed for p in mine),
                 "failed": sum(p.failed for p in mine),
                 "dead": sum(p.dead for p in mine),
+                "cancelled": sum(p.cancelled for p in mine),
                 "points": [
                     {
                         "minute": p.minute,
                         "completed": p.completed,
                         "failed": p.failed,
                         "dead": p.dead,
+                        "cancelled": p.cancelled,
                         "run_p50": _bound(p.run.quantile(0.5)),
                         "run_p95": _bound(p.run.quantile(0.95)),
                         "wait_p50": _bound(p.wait.quantile(0.5)),

@@ -29,6 +29,7 @@ local RELEASE_BUDGET = 500
 -- ``lanes`` is the call's set of lanes read so far.
 local function read_releases(entries, budget, lanes)
   local plan, left = {}, budget
+  local dying = {}  -- the blocked jobs apply_releases sends to dead (each once): counted
   for _, member in ipairs(entries) do
     local parent, why = member, nil
     local batch = nil   -- a batch they depend on (includes/batch.lua)
@@ -60,8 +61,19 @@ local function read_releases(entries, budget, lanes)
     if why ~= "alive" and size > 0 and left > 0 then
       members = read_key("SRANDMEMBER", dk, math.min(left, size))
       for i, id in ipairs(members) do
-        local f = read_key("HMGET", job_key(id), "s", "dp", "p", "g", "k", "dn", "df", "b")
+        local f
+        if why and OPT.metrics then  -- its name too (f[9]), for the metrics
+          f = read_key("HMGET", job_key(id), "s", "dp", "p", "g", "k", "dn", "df", "b", "n")
+        else
+          f = read_key("HMGET", job_key(id), "s", "dp", "p", "g", "k", "dn", "df", "b")
+        end
         if why and f[5] then read_key("EXISTS", idem_key(f[5])) end
+        if why and f[1] == "blocked" and f[7] ~= "run" and not dying[id] then
+          -- apply_releases kills it (kill_dependent): dead in the minute's metrics
+          -- (a queue with them on; it never ran: no run, so no time needed)
+          dying[id] = true
+          Metrics.ended(f[9], 3, nil, nil, nil, 0)
+        end
         if why then Batch.read(f[8]) end
         read_lane(lanes, f[4])
         fields[i] = f

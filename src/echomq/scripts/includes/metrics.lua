@@ -4,7 +4,9 @@
 -- One hash per minute, Metrics.key(minute) (minute: ms // 60000 on the server
 -- clock), expiring Metrics.KEEP_MS after it began: field "t" (the hash's
 -- marker), and per job name a field "n:<name>" holding, space-separated,
--- completed, failed and dead, then "r<sum of run times, ms>" followed by
+-- completed, failed and dead (and cancelled, only when not 0: a minute
+-- without a cancel stores the three counts an older echomq wrote and reads),
+-- then "r<sum of run times, ms>" followed by
 -- "<bucket>:<count>" for each bucket of the run histogram that is not empty
 -- (buckets 1 … #Metrics.BUCKETS_MS + 1, the last past every bound), then
 -- "w<sum>" and the wait histogram's buckets the same way: "3 0 0 r1250 4:3
@@ -16,12 +18,35 @@
 -- finishes it: one HMGET and one HSET of the minute's hash per call, however
 -- many jobs and names (and, the first call of a minute, the PEXPIRE of the
 -- new hash and the EXISTS that confirms it is new: includes/keys.lua).
--- A queue without the setting runs none of it (DESIGN §9).
+--
+-- Every other end of a job is counted by the script that makes it, in the
+-- call's own batch (Metrics.ended: read once before the call's first write,
+-- Metrics.read_ended, written once, Metrics.write_ended):
+--   dead       a running job cancelled (cancel.lua, or its batch cancelled:
+--              cancelBatch.lua), a job past its expiry met by a claim
+--              (includes/rotation.lua), a job whose lease expired once more
+--              than max_stalls allows (includes/time.lua reap: claim.lua,
+--              maintain.lua), a blocked job whose dependency died or went
+--              (includes/dependencies.lua kill_dependent)
+--   failed     a running job cancelled with retry (cancel.lua): the attempt counts
+--   cancelled  a job cancelled before it ran: waiting, delayed, retry pending
+--              or blocked (cancel.lua, which removes it; cancelBatch.lua, and a
+--              claim that meets a child of a cancelled batch, which end it
+--              "cancelled")
+-- A cancelled running job's run (claim to cancel) and wait go into the
+-- histograms as a finished run's do; the other ends count no run (the job did
+-- not run, or its run's end is not known: a stalled lease).
+-- Not counted: remove, drop, purge_dead, pruning by retention, retry_dead,
+-- release (nothing ends there, or it ended before and was counted then).
+-- A queue without the setting runs none of it (DESIGN §9): the job fields
+-- counted are read only where OPT.metrics is on, and only on paths that read
+-- OPT already.
 local Metrics = {}
 Metrics.BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
   300000, 900000, 3600000}
 Metrics.KEEP_MS = 72 * 3600 * 1000
-Metrics.WIDTH = 3 + 2 * (#Metrics.BUCKETS_MS + 2)  -- numbers per name and minute
+Metrics.COUNTS = 4  -- completed, failed, dead, cancelled
+Metrics.WIDTH = Metrics.COUNTS + 2 * (#Metrics.BUCKETS_MS + 2)  -- numbers per name and minute
 
 function Metrics.key(minute) return PREFIX .. "metrics:" .. minute end
 
@@ -38,7 +63,8 @@ function Metrics.bucket(ms)
 end
 
 -- Count one finished run of job ``name``: ``kind`` 1 completed, 2 failed, 3
--- dead; ``created``, ``run_at``, ``claimed``: its fields c, at and ca.
+-- dead, 4 cancelled; ``created``, ``run_at``, ``claimed``: its fields c, at
+-- and ca (``claimed`` nil: no run is counted, only the end).
 function Metrics.count(batch, name, kind, created, run_at, claimed, now)
   name = name or ""
   local e = batch.names[name]
@@ -51,14 +77,37 @@ function Metrics.count(batch, name, kind, created, run_at, claimed, now)
   e[kind] = e[kind] + 1
   claimed = tonumber(claimed)
   if not claimed then return end
-  local n = #Metrics.BUCKETS_MS + 2  -- a histogram's buckets and its sum
+  local n, c = #Metrics.BUCKETS_MS + 2, Metrics.COUNTS  -- a histogram's buckets and its sum
   local run = math.max(0, now - claimed)
-  e[3 + Metrics.bucket(run)] = e[3 + Metrics.bucket(run)] + 1
-  e[3 + n] = e[3 + n] + run
+  e[c + Metrics.bucket(run)] = e[c + Metrics.bucket(run)] + 1
+  e[c + n] = e[c + n] + run
   local due = math.max(tonumber(created) or claimed, tonumber(run_at) or 0)
   local wait = math.max(0, claimed - due)
-  e[3 + n + Metrics.bucket(wait)] = e[3 + n + Metrics.bucket(wait)] + 1
-  e[3 + 2 * n] = e[3 + 2 * n] + wait
+  e[c + n + Metrics.bucket(wait)] = e[c + n + Metrics.bucket(wait)] + 1
+  e[c + 2 * n] = e[c + 2 * n] + wait
+end
+
+-- The call's own batch of ends counted outside the completion scripts (nil
+-- until its first), set per call.
+local metrics_ended
+on_call(function() metrics_ended = nil end)
+
+-- Count one end of job ``name`` (Metrics.count's arguments) in the call's
+-- batch, on a queue with metrics on; nothing otherwise. Read phase.
+function Metrics.ended(name, kind, created, run_at, claimed, now)
+  if not OPT.metrics then return end
+  metrics_ended = metrics_ended or Metrics.batch()
+  Metrics.count(metrics_ended, name, kind, created, run_at, claimed, now)
+end
+
+-- Read phase, last: the minute's hash for the call's batch (nothing: none).
+function Metrics.read_ended(now)
+  if metrics_ended then Metrics.read(metrics_ended, now) end
+end
+
+-- Write phase: the call's batch added to the minute's hash.
+function Metrics.write_ended()
+  if metrics_ended then Metrics.write(metrics_ended) end
 end
 
 -- Read phase: the minute's hash, as far as this call's names go.
@@ -87,16 +136,16 @@ end
 -- Add the stored text ``old`` (nil: none) into the dense array ``e``.
 function Metrics.merge(e, old)
   if not old then return end
-  local n = #Metrics.BUCKETS_MS + 2  -- a histogram's buckets and its sum
+  local n, c = #Metrics.BUCKETS_MS + 2, Metrics.COUNTS  -- a histogram's buckets and its sum
   local at, count = 0, 0  -- at: where the current histogram starts in e (0: the counts)
   for token in string.gmatch(old, "%S+") do
     local head = string.sub(token, 1, 1)
     if head == "r" or head == "w" then
-      at = head == "r" and 3 or 3 + n
+      at = head == "r" and c or c + n
       e[at + n] = e[at + n] + (tonumber(string.sub(token, 2)) or 0)
     elseif at == 0 then
       count = count + 1
-      if count <= 3 then e[count] = e[count] + (tonumber(token) or 0) end
+      if count <= c then e[count] = e[count] + (tonumber(token) or 0) end
     else
       local b, v = string.match(token, "^(%d+):(%d+)$")
       b = tonumber(b)
@@ -107,9 +156,10 @@ end
 
 -- The dense array ``e`` as the stored text.
 function Metrics.format(e)
-  local n = #Metrics.BUCKETS_MS + 2
+  local n, c = #Metrics.BUCKETS_MS + 2, Metrics.COUNTS
   local out = {fmt(e[1]), fmt(e[2]), fmt(e[3])}
-  for h, at in ipairs({3, 3 + n}) do
+  if e[4] > 0 then out[4] = fmt(e[4]) end  -- cancelled: only when some were
+  for h, at in ipairs({c, c + n}) do
     out[#out + 1] = (h == 1 and "r" or "w") .. fmt(e[at + n])
     for b = 1, n - 1 do
       if e[at + b] > 0 then out[#out + 1] = b .. ":" .. fmt(e[at + b]) end

@@ -288,12 +288,14 @@ function Rotation.serve(p, c, take, now)
       p.jobs[id] = h
       p.dying[#p.dying + 1] = id
       p.dropped = p.dropped + 1
+      Metrics.ended(h[1], 3, nil, nil, nil, now)  -- dead, never run (a queue with metrics on)
       if h[12] then read_key("EXISTS", idem_key(h[12])) end
       Batch.read(h[21])
     elseif h[21] and (Batch.read(h[21], true) or Rotation.NO_BATCH).f.k then
       -- a child of a batch being cancelled: lease() cancels it, it never runs
       p.jobs[id] = h
       p.dropped = p.dropped + 1
+      Metrics.ended(h[1], 4, nil, nil, nil, now)  -- cancelled (a queue with metrics on)
       if h[12] then read_key("EXISTS", idem_key(h[12])) end
     else
       p.jobs[id] = h

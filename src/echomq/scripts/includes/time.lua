@@ -142,7 +142,8 @@ end
 
 -- The expired leases this call will handle, earliest deadline first, with
 -- their hashes (and idempotency keys) read; nothing is written here.
--- fields[i] = {state, stalls, lane, score, idempotency key}, and stalls[i] the
+-- fields[i] = {state, stalls, lane, score, idempotency key, dn, batch, and
+-- with metrics on its name}, and stalls[i] the
 -- stall count ids[i] has once returned (its field st + 1). The dead set's
 -- pruning is planned too: always if ``prune_dead``, else only when this call
 -- buries a job.
@@ -151,9 +152,17 @@ local function read_expired(now, prune_dead, limit, bound)
   local expired, next_at = META.scan_timed(K_ACTIVE, now, limit or TIMED_BUDGET, bound)
   local fields, lanes, stalls = {}, {}, {}
   local buried, freed = {}, {}
+  -- a queue with metrics on counts a job that dies here (includes/metrics.lua):
+  -- its name, f[8], read only then
+  local counted = #expired > 0 and OPT.metrics
   for i, id in ipairs(expired) do
     -- a hash that is gone (see read_due) is dropped by reap, counted
-    local f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn", "b")
+    local f
+    if counted then
+      f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn", "b", "n")
+    else
+      f = read_key("HMGET", job_key(id), "s", "st", "g", "sc", "k", "dn", "b")
+    end
     if f[5] then read_key("EXISTS", idem_key(f[5])) end
     Batch.read(f[7])
     read_lane(lanes, f[3])
@@ -163,7 +172,10 @@ local function read_expired(now, prune_dead, limit, bound)
     end
     fields[i] = f
     stalls[i] = (tonumber(f[2]) or 0) + 1
-    if f[1] and stalls[i] > OPT.max_stalls then buried[#buried + 1] = id end
+    if f[1] and stalls[i] > OPT.max_stalls then
+      buried[#buried + 1] = id
+      if counted then Metrics.ended(f[8], 3, nil, nil, nil, now) end  -- no run: its end is not known
+    end
   end
   -- the dead set's pruning, planned now for the jobs this call buries
   local victims = {}

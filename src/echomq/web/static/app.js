@@ -812,7 +812,7 @@ function renderMetrics(m) {
     const worst = (k) => (runs.length ? Math.max(...runs.map((p) => p[k] || 0)) : null);
     return el("tr", { class: "clickable", dataset: { name: n.name }, onclick: () => drawNameChart(n.name) },
       el("td", { text: n.name }), el("td", { text: num(n.completed) }), el("td", { text: num(n.failed) }),
-      el("td", { text: num(n.dead) }), el("td", { class: "mono spark", text: sparkline(perMinute(n.points, m.minutes, "completed")) }),
+      el("td", { text: num(n.dead) }), el("td", { text: num(n.cancelled || 0) }), el("td", { class: "mono spark", text: sparkline(perMinute(n.points, m.minutes, "completed")) }),
       el("td", { text: `${secs(worst("run_p50"))} / ${secs(worst("run_p95"))}` }),
       el("td", { text: `${secs(worst("wait_p50"))} / ${secs(worst("wait_p95"))}` }));
   }));
