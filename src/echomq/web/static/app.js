@@ -445,32 +445,43 @@ function runSearch(event) {
 
 // A bulk action on every job the search finds, a step (one page) per request
 // until the search ends or Stop is pressed; each step is guarded and audited.
+// The bar is determinate: the first step says how many index entries the
+// search walks (``candidates``), every step how many are left after its
+// cursor (``remaining``): the bar shows the ones behind it (echomq.web.bulk).
 async function bulkFound(kind) {
   const search = ui.search;
   if (!search || !confirm(`${kind} every job found by ${searchText(search)} in ${ui.queue}?`)) return;
   const [bar, status, stop] = [$("bulk-progress"), $("bulk-status"), $("bulk-stop")];
   ui.bulkStop = false;
   bar.hidden = false;
-  bar.removeAttribute("value"); // indeterminate: a search does not know its total in advance
+  bar.max = 1;
+  bar.value = 0;
+  bar.setAttribute("aria-valuetext", "starting");
+  status.textContent = `${kind}: starting…`;
   stop.hidden = false;
   let cursor = "";
   let looked = 0;
   let done = 0;
+  let total = null;
   try {
     do {
       const step = await act(qpath(`/found/${kind}`),
         { tags: search.tags, state: search.state, name: search.name, cursor });
+      if (total === null) total = Math.max(1, Number(step.candidates) || 0);
       looked += step.looked;
       done += step.done;
       cursor = step.cursor;
-      status.textContent = `${kind}: ${num(done)} done, ${num(looked - done)} skipped${cursor ? "…" : ""}`;
+      const behind = cursor ? Math.min(total, Math.max(bar.value, total - (Number(step.remaining) || 0))) : total;
+      bar.max = total;
+      bar.value = behind;
+      bar.setAttribute("aria-valuetext", `${num(behind)} of ${num(total)} looked at`);
+      status.textContent = `${kind}: ${num(done)} done, ${num(looked - done)} skipped, `
+        + `${pct(behind / total)} of the search${cursor ? "…" : ""}`;
     } while (cursor && !ui.bulkStop);
     toast(`${kind}: ${num(done)} job(s)${cursor ? " (stopped)" : ""}`, "ok");
   } catch (err) {
     toast(`${kind} refused: ${err.message}`, "error");
   } finally {
-    bar.value = 1;
-    bar.max = 1;
     stop.hidden = true;
     refreshSoon();
   }
