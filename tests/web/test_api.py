@@ -535,6 +535,48 @@ def test_bulk_actions_act_on_what_a_search_found_one_step_at_a_time(
     assert {"cancel found", "retry found", "remove found"} <= set(actions)
 
 
+def test_each_bulk_step_says_how_far_along_the_search_it_is(
+    start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    """``candidates``: the walked index's entries when the step began;
+    ``remaining``: those after its cursor (the page's bar: echomq.web.bulk)."""
+    from echomq.web.bulk import STEP
+
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    base = f"/api/queues/{sq.name}/found"
+    # one add_many: every job created in the same millisecond (ties on the index)
+    sq.add_many([{"name": "n", "tags": {"customer": "42", "plan": "pro"}} for _ in range(250)])
+    sq.add_many([{"name": "n", "tags": {"customer": "42"}} for _ in range(3 * STEP)])
+    sq.add("n", tags={"customer": "7", "plan": "pro"})
+    # the smallest index is walked (plan=pro: 251 entries), one of its jobs is not found
+    search = {"tags": "customer=42 plan=pro"}
+    seen = []
+    cursor = ""
+    while True:
+        step = d.http.post(base + "/retry", json={**search, "cursor": cursor}, headers=AUTH)
+        body = step.json()
+        seen.append((body["looked"], body["candidates"], body["remaining"]))
+        cursor = body["cursor"]
+        if cursor is None:
+            break
+    assert seen == [(STEP, 251, 150), (STEP, 251, 50), (50, 251, 0)]  # c7's job looked at first
+    # a remove takes the cursor's own job out: the figure is read before it acts
+    cursor, seen = "", []
+    while True:
+        body = d.http.post(
+            base + "/remove", json={"tags": "customer=42", "cursor": cursor}, headers=AUTH
+        ).json()
+        seen.append((body["done"], body["candidates"], body["remaining"]))
+        cursor = body["cursor"]
+        if cursor is None:
+            break
+    assert seen == [
+        (STEP, 550, 450), (STEP, 450, 350), (STEP, 350, 250), (STEP, 250, 150),
+        (STEP, 150, 50), (50, 50, 0),
+    ]  # fmt: skip
+    assert sq.stats().counts["waiting"] == 1
+
+
 def test_the_inspector_api_gives_a_waiting_jobs_position_and_aged_key(
     start_dashboard: StartDashboard, backend_url: str, queue_name: str
 ) -> None:

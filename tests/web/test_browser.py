@@ -643,6 +643,50 @@ def test_a_bulk_action_on_a_search_runs_in_steps_to_the_end(
     wait_for(lambda: page.locator("#jobs tbody tr").count() == 0, what="the emptied search")
 
 
+def test_a_bulk_retry_draws_a_determinate_bar_that_goes_up_to_its_max(
+    page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
+) -> None:
+    from echomq.web.bulk import STEP
+
+    n = 3 * STEP + 17
+    dead = sq.add_many(
+        [{"name": "n", "tags": {"customer": "42"}, "max_attempts": 1} for _ in range(n)]
+    )
+    for job in sq.claim(n):
+        sq.fail(job, "boom")
+    waiting = sq.add_many([{"name": "n", "tags": {"customer": "42"}} for _ in range(40)])
+    d = start_dashboard(backend_url, queues=[sq.name], token=TOKEN)
+    open_dashboard(page, d, sq.name, token=TOKEN)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.fill("#search-tags", "customer=42")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector(f'#jobs tr[data-job-id="{waiting[-1]}"]')
+    # every value the bar takes, as the page sets it
+    page.evaluate(
+        """() => {
+        const bar = document.getElementById("bulk-progress");
+        window.barSeen = [];
+        new MutationObserver(() => window.barSeen.push([bar.value, bar.max])).observe(
+            bar, { attributes: true, attributeFilter: ["value", "max"] });
+    }"""
+    )
+    page.click('[data-bulk="retry"]')
+    wait_for(
+        lambda: f"retry: {n} done" in (page.text_content("#bulk-status") or ""), what="the steps"
+    )
+    bar = page.locator("#bulk-progress")
+    assert bar.is_visible() and bar.get_attribute("aria-label")
+    total = n + 40  # every job the search walks
+    assert page.evaluate("() => document.getElementById('bulk-progress').max") == total
+    assert page.evaluate("() => document.getElementById('bulk-progress').value") == total
+    values = [v for v, m in page.evaluate("() => window.barSeen") if m == total]
+    assert values == sorted(values) and values[-1] == total
+    assert any(0 < v < total for v in values), values  # it moved through the steps
+    assert "100.0% of the search" in (page.text_content("#bulk-status") or "")
+    assert sq.stats().counts["dead"] == 0
+    assert {sq.get(job_id).state for job_id in dead} == {"waiting"}  # type: ignore[union-attr]
+
+
 def test_the_first_view_lists_the_rings_first_lane_at_once(
     page: Any, start_dashboard: StartDashboard, backend_url: str, sq: SyncQueue
 ) -> None:

@@ -27,7 +27,8 @@ dashboard changes nothing that a program using echomq could not.
     POST /api/queues/{q}/dead/purge         {"ids": [...]} or {"all": true}
     POST /api/queues/{q}/drop               {"confirm": q}: delete the queue for good
     POST /api/queues/{q}/found/{retry|remove|cancel}  {"tags", "state", "name", "cursor"}: one
-                                            step of a bulk action on a search (echomq.web.bulk)
+                                            step of a bulk action on a search, with how far
+                                            along it is (echomq.web.bulk)
     POST /api/queues/{q}/batches/cancel     {"batch": id}: cancel_batch
 """
 
