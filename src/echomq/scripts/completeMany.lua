@@ -48,8 +48,6 @@ local freed = {}      -- lanes whose active slots this call gives back -> how ma
 local lane_ctl = {}
 -- the jobs with dependents (field dn), so a job without any reads no other key
 local parents = {}
--- per job name, what this call adds to the minute's metrics (a queue with them on)
-local metrics = Metrics.batch()
 for i, item in ipairs(items) do
   local id, token = item[1], item[2]
   if first_of[id] then
@@ -79,7 +77,8 @@ for i, item in ipairs(items) do
       local logged = type(item[4]) == "table" and {item[4], Logs.read(id, lg)} or false
       -- {job key, idempotency key, result, lane, Dedupe record, log entry, batch id}
       done_idem[#done_idem + 1] = {jk, key_or_err, item[3], lane, record, logged, batch}
-      if OPT.metrics then Metrics.count(metrics, f[8], 1, f[9], f[10], f[11], now) end
+      -- the completed run in the minute's metrics (a queue with them on)
+      Metrics.ended(f[8], 1, f[9], f[10], f[11], now)
       out[i] = now
     else
       -- a retried call whose first reply was lost: the same lease already completed it
@@ -92,7 +91,7 @@ end
 if #done_ids == 0 then return out end
 local victims = read_prune_completed(now, done_ids, READERS)
 local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
-Metrics.read(metrics, now)
+Metrics.read_ended(now)
 -- write phase
 local done_pairs = {}
 for i, id in ipairs(done_ids) do
@@ -115,7 +114,7 @@ call_chunked("ZADD", K_COMPLETED, done_pairs, 2)
 META.add("completed", #done_ids)
 META.put("last", stamp) -- last activity (stats)
 apply_prune(K_COMPLETED, victims)
-Metrics.write(metrics)
+Metrics.write_ended()
 apply_releases(releases, now)
 flush_waiting()
 for _, lane in ipairs(freed) do give_back(lane, freed[lane], lane_ctl[lane][1]) end

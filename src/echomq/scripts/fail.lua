@@ -59,12 +59,9 @@ if not retry then
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
 -- the failed run in the minute's metrics (a queue with them on)
-local metrics = Metrics.batch()
-if OPT.metrics then
-  local lf = lease_fields
-  Metrics.count(metrics, lf[8], retry and 2 or 3, lf[9], lf[10], lf[11], now)
-  Metrics.read(metrics, now)
-end
+local lf = lease_fields
+Metrics.ended(lf[8], retry and 2 or 3, lf[9], lf[10], lf[11], now)
+Metrics.read_ended(now)
 -- write phase
 local log_fields = {}
 if entry then log_fields = {"lg", Logs.append(id, log_state, entry, now)} end
@@ -72,7 +69,7 @@ redis.call("ZREM", K_ACTIVE, id)
 give_back(lane, 1)
 recheck(lane, now)
 redis.call("HINCRBY", K_META, "failed", 1)
-Metrics.write(metrics)
+Metrics.write_ended()
 redis.call("HSET", K_META, "last", fmt(now)) -- last activity (stats)
 if retry then
   local fire = fmt(now + delay)
