@@ -10,17 +10,17 @@ its queue first connects (the greeting, Engine.check_format), and
 - accepts its own format;
 - upgrades an older one, or a queue with no version (written by echomq 0.1.0,
   whose layout is format 1, or not written yet), in one bounded script
-  (scripts/upgrade.lua: format 1 -> 2 adds the feature marks and moves the
-  default lane's two counts into the meta hash; it writes nothing where
-  nothing is stored). Until a queue says 2 the scripts treat it as format 1:
-  they read every feature's keys, as format 1 always did.
+  (scripts/upgrade.lua: to format 3 it writes the feature word, from format
+  1 it also moves the default lane's two counts into the meta hash; it writes
+  nothing where nothing is stored). Until a queue says 3 the scripts treat it
+  as format 1: they read every feature's keys, as format 1 always did.
 
 Scripts go as functions of a library named by a hash of its text (or, on a
 server without functions, by their SHA1), so the code's name is its content:
 a newer client's scripts never replace the ones an older client runs. The
 format is part of every script's text (includes/fixed.lua's FORMAT, and each
 script's first line), so two formats never share a name. docs/design.md §9
-describes format 2, the upgrade and what a rolling deploy of mixed versions may do.
+describes the formats, the upgrade and what a rolling deploy of mixed versions may do.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 from echomq.errors import FormatTooNew
 
 #: the format this client reads and writes.
-FORMAT = 2
+FORMAT = 3
 #: the meta hash field that holds it.
 FORMAT_FIELD = "v"
 

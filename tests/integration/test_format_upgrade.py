@@ -1,17 +1,17 @@
-"""Stored format 1 -> 2 (docs/design.md §9, issue 29).
+"""Stored formats 1 and 2 -> 3 (docs/design.md §9, issue 29).
 
-A queue is written by the code of the last format-1 commit (taken from git
-history into a temporary directory and run in a subprocess, so the format-1
-scripts are the real ones), holding waiting, delayed, active, retrying,
+A queue is written by the code of the last commit of an older format (taken
+from git history into a temporary directory and run in a subprocess, so the
+older scripts are the real ones), holding waiting, delayed, active, retrying,
 blocked, dead and completed jobs, a stored setting, a lane weight and a lane
-cap. The first format-2 queue object that connects upgrades it; then every
-job is readable, the marks and the default lane's counts are where format 2
-reads them, and the queue drains in order with every job run once, the cap
-and the weight obeyed.
+cap. The first format-3 queue object that connects upgrades it; then every
+job is readable, the feature word and the default lane's counts are where
+format 3 reads them, and the queue drains in order with every job run once,
+the cap and the weight obeyed.
 
-Not covered here: format-1 and format-2 clients running side by side after
-the upgrade (design.md §9 says what that may cost and that format-1
-processes are to be restarted).
+Not covered here: clients of two formats running side by side after the
+upgrade (design.md §9 says what that may cost and that older processes are
+to be restarted).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import redis
 from echomq import SyncQueue
 from echomq.keys import QueueKeys
 
-#: the last commit whose code writes stored format 1
-FORMAT_1_COMMIT = "e28804d"
+#: the last commit whose code writes each older stored format
+FORMAT_COMMITS = {1: "e28804d", 2: "3d73bcb"}
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.no_cluster("one server is enough: the upgrade is one script per queue")
@@ -68,18 +68,18 @@ print(json.dumps(ids))
 """
 
 
-def format_1_source(tmp_path: Path) -> Path:
-    """The package as the format-1 commit had it, extracted into ``tmp_path``."""
+def older_source(tmp_path: Path, commit: str) -> Path:
+    """The package as ``commit`` had it, extracted into ``tmp_path``."""
     git = shutil.which("git")
     if git is None or not (REPO / ".git").exists():
-        pytest.skip("needs the repository's git history (the format-1 code)")
+        pytest.skip("needs the repository's git history (the older format's code)")
     known = subprocess.run(
-        [git, "-C", str(REPO), "cat-file", "-e", f"{FORMAT_1_COMMIT}^{{commit}}"], check=False
+        [git, "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], check=False
     )
     if known.returncode != 0:
-        pytest.skip(f"commit {FORMAT_1_COMMIT} is not in this clone (a shallow clone?)")
+        pytest.skip(f"commit {commit} is not in this clone (a shallow clone?)")
     archive = subprocess.run(
-        [git, "-C", str(REPO), "archive", FORMAT_1_COMMIT, "src/echomq"],
+        [git, "-C", str(REPO), "archive", commit, "src/echomq"],
         check=True,
         capture_output=True,
     )
@@ -87,8 +87,8 @@ def format_1_source(tmp_path: Path) -> Path:
     return tmp_path / "src"
 
 
-def build_format_1_queue(tmp_path: Path, url: str, name: str) -> dict[str, Any]:
-    source = format_1_source(tmp_path)
+def build_older_queue(tmp_path: Path, url: str, name: str, stored: int) -> dict[str, Any]:
+    source = older_source(tmp_path, FORMAT_COMMITS[stored])
     env = {**os.environ, "PYTHONPATH": str(source)}
     done = subprocess.run(
         [sys.executable, "-c", BUILD_FORMAT_1, url, name],
@@ -104,20 +104,27 @@ def build_format_1_queue(tmp_path: Path, url: str, name: str) -> dict[str, Any]:
     return ids
 
 
-def test_a_format_1_queue_is_upgraded_and_drains_in_order(
-    tmp_path: Path, backend_url: str, queue_name: str, redis_client: redis.Redis
+@pytest.mark.parametrize("stored", sorted(FORMAT_COMMITS))
+def test_an_older_queue_is_upgraded_and_drains_in_order(
+    tmp_path: Path, backend_url: str, queue_name: str, redis_client: redis.Redis, stored: int
 ) -> None:
-    ids = build_format_1_queue(tmp_path, backend_url, queue_name)
+    ids = build_older_queue(tmp_path, backend_url, queue_name, stored)
     keys = QueueKeys(queue_name)
-    assert redis_client.hget(keys.meta, "v") == "1"
-    assert redis_client.hget(keys.lanectl, "a:") == "1"  # format 1: the default lane's count
+    assert redis_client.hget(keys.meta, "v") == str(stored)
+    if stored == 1:  # the default lane's count: in the lane controls' hash
+        assert redis_client.hget(keys.lanectl, "a:") == "1"
+    else:  # in the meta hash, beside format 2's mark fields
+        assert redis_client.hget(keys.meta, "a:") == "1"
+        assert {"fs", "fl", "fg"} <= set(redis_client.hgetall(keys.meta))
     with SyncQueue(queue_name, backend_url) as q:
         assert q.get(ids["active"]) is not None  # the first call: the greeting upgrades
         meta = redis_client.hgetall(keys.meta)
-        assert meta["v"] == "2"
-        assert {"fs", "fl", "fg"} <= set(meta) and "fw" not in meta
+        assert meta["v"] == "3"
+        # the word: a setting, a lane control, a weight, no waiter; every job letter
+        assert set(meta["f"]) == set("scw") | set("kgdob")
+        assert not {"fs", "fl", "fg", "fw"} & set(meta)
         assert meta["a:"] == "1" and redis_client.hget(keys.lanectl, "a:") is None
-        probe = q.get(q.add("probe"))  # the stored setting is still obeyed (its mark: fs)
+        probe = q.get(q.add("probe"))  # the stored setting is still obeyed (its letter: s)
         assert probe is not None and probe.max_attempts == 1
         assert q.remove(probe.id)
 
@@ -164,7 +171,7 @@ def test_a_format_1_queue_is_upgraded_and_drains_in_order(
         assert redis_client.hget(keys.lanectl, "a:") is None
 
 
-def test_a_new_queue_is_written_in_format_2_and_the_greeting_writes_nothing_before(
+def test_a_new_queue_is_written_in_format_3_and_the_greeting_writes_nothing_before(
     backend_url: str, queue_name: str, redis_client: redis.Redis
 ) -> None:
     keys = QueueKeys(queue_name)
@@ -172,4 +179,5 @@ def test_a_new_queue_is_written_in_format_2_and_the_greeting_writes_nothing_befo
         assert q.stats().counts["waiting"] == 0  # the greeting ran: nothing was stored
         assert redis_client.exists(keys.meta) == 0
         q.add("j")
-        assert redis_client.hget(keys.meta, "v") == "2"
+        assert redis_client.hget(keys.meta, "v") == "3"
+        assert redis_client.hget(keys.meta, "f") == ""  # the feature word: nothing used

@@ -57,10 +57,10 @@ local requested = ARGV[7]
 local jobs = cjson.decode(ARGV[8])
 -- a step of a renumbering in progress (includes/renumber.lua), read with the
 -- stored ordering and the counters this call writes (META, includes/fixed.lua)
--- (and the feature marks an add branches on, includes/fixed.lua, and the next
+-- (and the feature word, includes/fixed.lua, and the next
 -- due time "td", includes/time.lua: all in one HMGET)
 local renumber_step, meta = read_renumber(#jobs, nil, "w", "added", "ev", "last", "td",
-  "v", "fs", "fl")
+  "v", "f")
 local stored = meta[1]
 if stored and stored ~= requested then return E_ORDERING end
 
@@ -183,7 +183,7 @@ end
 apply_renumber(renumber_step)
 if not stored then
   redis.call("HSET", K_META, "o", requested)
-  META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads format 2)
+  META.stamp_new()
 end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
 if requested == "composite" and #jobs > 1 then reserve_arrivals(#jobs) end
@@ -201,9 +201,11 @@ for i, job in ipairs(jobs) do
     local n = 10
     if lane ~= "" then
       fields[n + 1], fields[n + 2], n = "g", lane, n + 2
+      META.mark("fj")  -- (the feature word, includes/fixed.lua: a job field check_lease reads)
     end
     if key ~= "" then
       fields[n + 1], fields[n + 2], n = "k", key, n + 2
+      META.mark("fk")
       Dedupe.hold(key, id, decided[i].spec, now, decided[i].behind)
     end
     if job[10] >= 0 then
@@ -225,6 +227,7 @@ for i, job in ipairs(jobs) do
     local bid = job[16]
     if bid and bid ~= "" then
       fields[n + 1], fields[n + 2], n = "b", bid, n + 2
+      META.mark("fb")
       added_to[bid] = (added_to[bid] or 0) + 1
       local place = Batch.num(Batch.seen[bid], "t") + added_to[bid]
       redis.call("ZADD", Batch.jobs_key(bid), place, id)
@@ -233,6 +236,7 @@ for i, job in ipairs(jobs) do
     for _, dep in ipairs(reads_of[i] or {}) do
       redis.call("SADD", readers_key(dep), id)
       redis.call("HSET", job_key(dep), "dn", "1")
+      META.mark("fd")
     end
     local pending = blocked_on[i]
     if pending and #pending > 0 then
@@ -248,6 +252,7 @@ for i, job in ipairs(jobs) do
           redis.call("HSET", Batch.key(dep), "dn", "1")
         else
           redis.call("HSET", job_key(dep), "dn", "1")
+          META.mark("fd")
         end
       end
       emit("added", id, lane)

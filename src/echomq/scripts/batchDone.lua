@@ -44,6 +44,6 @@ if (f[5] or f[6]) and finished >= tonumber(f[1]) then return "end" end
 local now = now_ms()
 prune_waiters(now)
 redis.call("ZADD", K_WAITERS, "GT", fmt(now + tonumber(ARGV[10])), id)
-redis.call("HSET", K_META, "fw", "1")
-META.stamp_format()  -- the waiters' mark (includes/fixed.lua, features)
+META.stamp_format()  -- (a new queue: its format first)
+META.mark("fw")  -- the waiters' mark (includes/fixed.lua, features)
 return 0

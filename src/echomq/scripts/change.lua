@@ -43,7 +43,12 @@ end
 -- write phase
 if tier ~= old_tier or lane ~= old_lane then
   local fields = {"p", tier}
-  if lane == "" then redis.call("HDEL", jk, "g") else fields[#fields + 1], fields[#fields + 2] = "g", lane end
+  if lane == "" then
+    redis.call("HDEL", jk, "g")
+  else
+    fields[#fields + 1], fields[#fields + 2] = "g", lane
+    META.mark("fj")  -- (the feature word, includes/fixed.lua)
+  end
   if state == "delayed" then
     redis.call("HSET", jk, unpack(fields))
     if lane ~= old_lane then

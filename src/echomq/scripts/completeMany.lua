@@ -37,8 +37,8 @@ local stamp = fmt(now)
 local items = cjson.decode(ARGV[7])
 -- the counters this call writes, written once at its end (META, includes/fixed.lua),
 -- and the completed set's pruning state (read_prune_completed)
--- and the feature marks a completion branches on (includes/fixed.lua), in the same HMGET
-META.read("completed", "ev", "last", "pc", "a:", "v", "fs", "fl", "fw")
+-- and the feature word (includes/fixed.lua), in the same HMGET
+META.read("completed", "ev", "last", "pc", "a:", "v", "f")
 -- read phase: every job, its idempotency key and the pruning, before any write
 local out = {}
 local done_ids, done_idem = {}, {}

@@ -39,8 +39,8 @@ end
 -- the mark that tells every call to read the settings (includes/fixed.lua, features)
 META.stamp_format()
 if redis.call("HLEN", K_SETTINGS) > 0 then
-  redis.call("HSET", K_META, "fs", "1")
+  META.mark("fs")
 else
-  redis.call("HDEL", K_META, "fs")
+  META.unmark("fs")
 end
 return redis.call("HGETALL", K_SETTINGS)

@@ -39,7 +39,7 @@ local sweep = Batch.read_sweep(meta[2] or nil, stored and true or false)
 local now = now_ms()
 if not stored then
   redis.call("HSET", K_META, "o", requested)
-  META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads format 2)
+  META.stamp_new()
 end
 local fields = {"t", 0, "c", 0, "d", 0, "x", 0, "a", 0, "n", 0, "ca", fmt(now)}
 for _, w in ipairs({"s", "c", "d"}) do

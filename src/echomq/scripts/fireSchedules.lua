@@ -91,7 +91,7 @@ for i, f in ipairs(fires) do
     else
       if not stored_order then
         redis.call("HSET", K_META, "o", order)
-        META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads format 2)
+        META.stamp_new()
         stored_order = order
       end
       local job_id, tier, lane = f[5], tonumber(def.p) or 0, def.g or ""
@@ -104,6 +104,7 @@ for i, f in ipairs(fires) do
       if lane ~= "" then
         fields[#fields + 1] = "g"
         fields[#fields + 1] = lane
+        META.mark("fj")  -- (the feature word, includes/fixed.lua)
       end
       redis.call("HSET", job_key(job_id), unpack(fields))
       enter_lane(lane, job_id, score)

@@ -69,7 +69,7 @@ flush_waiting()
 flush_events()
 prune_waiters(now)
 -- the waiters' mark goes once no client waits (includes/fixed.lua, features)
-if redis.call("EXISTS", K_WAITERS) == 0 then redis.call("HDEL", K_META, "fw") end
+if redis.call("EXISTS", K_WAITERS) == 0 then META.unmark("fw") end
 recheck_freed(freed, now)
 for _, lane in ipairs(woken) do recheck(lane, now) end
 apply_sweep(sweep)

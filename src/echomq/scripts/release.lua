@@ -48,7 +48,7 @@ if (ARGV[10] or "") ~= "" then
   local until_ms = now + tonumber(ARGV[10])
   if until_ms > tonumber(redis.call("HGET", K_LANECTL, "t:" .. lane) or "0") then
     redis.call("HSET", K_LANECTL, "t:" .. lane, until_ms)
-    redis.call("HSET", K_META, "fl", "1")  -- a lane control now (includes/fixed.lua)
+    META.mark("fl")  -- a lane control now (includes/fixed.lua)
   end
 end
 if tonumber(f[3] or "0") > 0 then redis.call("HINCRBY", jk, "a", -1) end

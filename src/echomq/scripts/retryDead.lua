@@ -130,6 +130,7 @@ for _, id in ipairs(moved) do
   for _, dep in ipairs(f.done) do
     redis.call("SADD", readers_key(dep), id)
     redis.call("HSET", job_key(dep), "dn", "1")
+    META.mark("fd")  -- (the feature word, includes/fixed.lua)
   end
   if #f.pending > 0 then
     redis.call("HSET", jk, "s", "blocked", "dp", #f.pending, "a", 0, "st", 0)
@@ -139,6 +140,7 @@ for _, id in ipairs(moved) do
     for _, dep in ipairs(f.pending) do
       redis.call("SADD", dependents_key(dep), id)
       redis.call("HSET", job_key(dep), "dn", "1")
+      META.mark("fd")
     end
     emit("requeued", id, f[2])
   else

@@ -33,7 +33,7 @@ local current = redis.call("ZSCORE", K_FIRES, id)
 
 if not stored then
   redis.call("HSET", K_META, "o", ARGV[7])
-  META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads format 2)
+  META.stamp_new()
 end
 redis.call("HSET", K_SCHEDULES, id, ARGV[9])
 if paused then

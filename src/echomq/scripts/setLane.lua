@@ -38,7 +38,7 @@ META.stamp_format()
 -- the control itself
 for i = 8, #ARGV - 1, 2 do
   if ARGV[i] ~= "w" and ARGV[i + 1] ~= "" then
-    redis.call("HSET", K_META, "fl", "1")
+    META.mark("fl")
     break
   end
 end
@@ -48,10 +48,10 @@ for i = 8, #ARGV - 1, 2 do
     if value == "" then
       redis.call("HDEL", K_WEIGHTS, lane)
       -- the weights' mark goes with the last weight (includes/fixed.lua, features)
-      if redis.call("HLEN", K_WEIGHTS) == 0 then redis.call("HDEL", K_META, "fg") end
+      if redis.call("HLEN", K_WEIGHTS) == 0 then META.unmark("fg") end
     else
       redis.call("HSET", K_WEIGHTS, lane, value)
-      redis.call("HSET", K_META, "fg", "1")
+      META.mark("fg")
     end
   elseif field == "t" then
     if value == "" then

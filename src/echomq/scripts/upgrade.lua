@@ -4,16 +4,20 @@
 -- echomq.sending.sender). A constant number of commands: it reads the fixed
 -- keys' sizes and a few fields, never a whole key of unbounded size.
 --
--- Format 1 -> 2 (nothing else moves: jobs, lanes and sets keep their layout):
--- * the feature marks (includes/fixed.lua): fs if a setting is stored, fl if
+-- Format 1 or 2 -> 3 (nothing else moves: jobs, lanes and sets keep their layout):
+-- * the feature word "f" (includes/fixed.lua): s if a setting is stored, c if
 --   K_LANECTL holds a lane control, a parked lane or its bookkeeping (a hash
---   of more than SCAN_MAX fields is taken to), fg if a weight is stored, fw
---   if a client waits; rq if the arrival counter is past 2^31 or a
---   renumbering runs;
--- * the default lane's counts move into the meta hash: its active count
---   (K_LANECTL "a:" -> meta "a:") and its claims since it joined the ring
---   (K_SERVED "" -> meta "s:"; K_SERVED keeps listing the lane, at 0);
--- * the timed sets' bounds (td, tx) stay unknown: the next claim measures them.
+--   of more than SCAN_MAX fields is taken to), w if a weight is stored, a
+--   if a client waits, and every job letter (k g d o b): whether some job
+--   holds such a field is not known. Format 2's mark fields (fs fl fg fw)
+--   go; rq is written if the arrival counter is past 2^31 or a renumbering
+--   runs;
+-- * from format 1 only, the default lane's counts move into the meta hash:
+--   its active count (K_LANECTL "a:" -> meta "a:") and its claims since it
+--   joined the ring (K_SERVED "" -> meta "s:"; K_SERVED keeps listing the
+--   lane, at 0); format 2 keeps them there already;
+-- * the timed sets' bounds (td, tx) stay as they are (a format-1 queue has
+--   none: the next claim measures them).
 --
 -- KEYS: the fixed keys (includes/fixed.lua)
 -- ARGV[1..6]  the option block (includes/fixed.lua)
@@ -33,19 +37,19 @@ if v and tonumber(v) >= tonumber(FORMAT) then return v end
 if redis.call("EXISTS", K_META, K_SETTINGS, K_LANECTL, K_WEIGHTS, K_WAITERS, K_SERVED) == 0 then
   return ""
 end
+local from = tonumber(v) or 1
 local marks = {"v", FORMAT}
-local function mark(name, value)
-  marks[#marks + 1] = name
-  marks[#marks + 1] = value or "1"
-end
-if redis.call("HLEN", K_SETTINGS) > 0 then mark("fs") end
-if redis.call("HLEN", K_WEIGHTS) > 0 then mark("fg") end
-if redis.call("EXISTS", K_WAITERS) == 1 then mark("fw") end
+local word = "kgdob"
+if redis.call("HLEN", K_SETTINGS) > 0 then word = word .. "s" end
+if redis.call("HLEN", K_WEIGHTS) > 0 then word = word .. "w" end
+if redis.call("EXISTS", K_WAITERS) == 1 then word = word .. "a" end
 local counter = tonumber(redis.call("GET", K_COUNTER) or "0")
-if counter > 2147483648 or redis.call("HEXISTS", K_META, "rn") == 1 then mark("rq") end
-local active = redis.call("HGET", K_LANECTL, "a:")
+if counter > 2147483648 or redis.call("HEXISTS", K_META, "rn") == 1 then
+  marks[#marks + 1], marks[#marks + 2] = "rq", "1"
+end
+local active = from < 2 and redis.call("HGET", K_LANECTL, "a:") or nil
 local controls = false
-local size = redis.call("HLEN", K_LANECTL) - (active and 1 or 0)
+local size = redis.call("HLEN", K_LANECTL) - (redis.call("HEXISTS", K_LANECTL, "a:") == 1 and 1 or 0)
 if size > SCAN_MAX then
   controls = true
 elseif size > 0 then
@@ -58,16 +62,18 @@ elseif size > 0 then
     end
   end
 end
-if controls then mark("fl") end
-local served = redis.call("HGET", K_SERVED, "")
+if controls then word = word .. "c" end
+local served = from < 2 and redis.call("HGET", K_SERVED, "") or nil
 -- write phase
+marks[#marks + 1], marks[#marks + 2] = "f", word
 if active then
-  mark("a:", active)
+  marks[#marks + 1], marks[#marks + 2] = "a:", active
   redis.call("HDEL", K_LANECTL, "a:")
 end
 if served then
-  mark("s:", served)
+  marks[#marks + 1], marks[#marks + 2] = "s:", served
   redis.call("HSET", K_SERVED, "", 0)
 end
 redis.call("HSET", K_META, unpack(marks))
+redis.call("HDEL", K_META, "fs", "fl", "fg", "fw")
 return FORMAT

@@ -30,6 +30,6 @@ end
 -- write phase: expired entries first (bounded), then this wait
 prune_waiters(now)
 redis.call("ZADD", K_WAITERS, "GT", fmt(now + tonumber(ARGV[8])), id)
-redis.call("HSET", K_META, "fw", "1")
-META.stamp_format()  -- the waiters' mark (includes/fixed.lua, features)
+META.stamp_format()  -- (a new queue: its format first)
+META.mark("fw")  -- the waiters' mark (includes/fixed.lua, features)
 return 0

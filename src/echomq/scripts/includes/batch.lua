@@ -257,7 +257,9 @@ function Batch.fire(b, w, now)
   local attempts = spec[7] < 0 and (OPT.max_attempts or -spec[7]) or spec[7]
   local fields = {"n", spec[2], "d", spec[3], "p", spec[4], "m", attempts, "c", fmt(now),
     "b", "^" .. b.id, "s", "delayed", "at", fire}
+  META.mark("fb")  -- (the feature word, includes/fixed.lua)
   if lane ~= "" then
+    META.mark("fj")
     fields[#fields + 1] = "g"
     fields[#fields + 1] = lane
   end

@@ -25,7 +25,7 @@
 --                      activity), ev (events given), pc (the completed set's
 --                      pruning bounds: includes/retention.lua), bs (where
 --                      the sweep of the batches' index goes on: includes/batch.lua);
---                      in format 2 also the feature marks fs fl fg fw, the
+--                      since format 2 also the feature marks (format 3: the word f), the
 --                      timed sets' bounds td tx, the default lane's counts
 --                      a: s: (all below) and rq (includes/lanes.lua note_high_counter);
 --                      counters are written once per call (META below)
@@ -90,7 +90,7 @@ local K_BLOCKED, K_RELEASING, K_CANCELLED
 local PREFIX
 -- The stored-format version (echomq.storage.FORMAT; tests/unit/test_storage.py
 -- checks the two agree). The first add writes it into the meta hash as "v".
-local FORMAT = "2"
+local FORMAT = "3"
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
 -- written by configure.lua; echomq/settings.py names the fields), each
 -- falling back to the calling client's option block, so every client of the
@@ -119,8 +119,8 @@ local call_heap_kb
 -- frees of it later is spread over the following calls' steps.
 local SETTLE_KB = 1024
 
--- OPT is read when a call first needs one of its values: a format-2 queue
--- whose meta hash says no setting is stored ("fs" absent, features below)
+-- OPT is read when a call first needs one of its values: a queue
+-- whose feature word says no setting is stored (no "fs" mark, features below)
 -- reads no settings at all. start_call sets OPT to OPT_LAZY.proxy, an empty table made once whose
 -- first read builds the call's OPT (OPT_LAZY.load, defined once META is,
 -- below, from OPT_LAZY.argv, the call's ARGV) and puts it in OPT's place:
@@ -254,27 +254,61 @@ function META.value(name)
 end
 
 -- Features (DESIGN §9: a feature costs only the queues that use it). A queue
--- in stored format 2 (meta "v") marks in its meta hash each feature whose
--- state exists, and a call reads a feature's keys only when its mark is
--- there; the marks are read with the call's other meta fields (FEATURES: a
--- script names them in its first META.read), so a plain queue pays nothing
--- for them:
---   fs  the settings hash holds a setting (configure.lua)
---   fl  a lane control was set on some lane (setLane.lua; kept)
---   fg  a lane weight is stored (setLane.lua; removed with the last weight)
---   fw  a client waits on a job (wait.lua, batchDone.lua; removed when
---       maintenance finds the waiters' set empty)
--- A queue in format 1 (written by an older echomq, or not written yet) has
--- no marks: every feature counts as used, and its keys are read as before.
-META.FEATURES = {"v", "fs", "fl", "fg", "fw"}
+-- in stored format 3 (meta "v") keeps in its meta hash the feature word "f":
+-- one letter for each feature whose state exists (or may), and a call reads
+-- a feature's keys, or a job's fields of it, only when its letter is there.
+-- The word is read with the call's other meta fields (FEATURES: a script
+-- names them in its first META.read), and it is present on every format-3
+-- queue (META.stamp_new writes it with "v", "" on a plain queue), so a plain
+-- queue pays one field found near the hash's front: a field a small hash
+-- lacks costs a walk of the whole hash, one per mark when format 2 kept each
+-- mark in a field of its own (benchmarks/RESULTS.md). The marks, by name
+-- (META.LETTER gives each one's letter):
+--   fs  s  the settings hash holds a setting (configure.lua)
+--   fl  c  a lane control was set on some lane (setLane.lua, release.lua; kept)
+--   fg  w  a lane weight is stored (setLane.lua; removed with the last weight)
+--   fw  a  a client waits on a job (wait.lua, batchDone.lua; removed when
+--          maintenance finds the waiters' set empty)
+-- and, for the fields of jobs (kept once set: check_lease, includes/lease.lua,
+-- reads a field only when the queue may have written it):
+--   fk  k  a job was added with an idempotency key (its field k)
+--   fj  g  a job was put in a lane other than the default one (field g)
+--   fd  d  a job has dependents (field dn)
+--   fo  o  a job has a log (field lg, includes/logs.lua)
+--   fb  b  a job belongs to a batch (field b)
+-- A queue in an older format (written by an older echomq, or not written
+-- yet) has no word: every feature counts as used, and its keys are read as
+-- before; upgrade.lua writes the word (with every job letter: whether some
+-- job holds such a field is not known).
+META.FEATURES = {"v", "f"}
+META.LETTER = {fs = "s", fl = "c", fg = "w", fw = "a", fk = "k", fj = "g", fd = "d", fo = "o",
+  fb = "b"}
 
--- Whether the queue may use feature ``mark`` (one of META.FEATURES but "v").
+-- Whether the queue may use feature ``mark`` (a name of META.LETTER).
 function META.uses(mark)
   if META.value("v") ~= FORMAT then return true end
-  return META.value(mark) ~= nil
+  local word = META.value("f")
+  return not word or string.find(word, META.LETTER[mark], 1, true) ~= nil
 end
 
--- In format 2 the default lane's own counters are fields of the meta hash,
+-- Mark feature ``mark`` used (write phase; nothing on a queue in an older format).
+function META.mark(mark)
+  if META.value("v") ~= FORMAT then return end
+  local word, letter = META.value("f") or "", META.LETTER[mark]
+  if not string.find(word, letter, 1, true) then META.put("f", word .. letter) end
+end
+
+-- Mark feature ``mark`` no longer used (write phase).
+function META.unmark(mark)
+  if META.value("v") ~= FORMAT then return end
+  local word = META.value("f")
+  if word then
+    local left = string.gsub(word, META.LETTER[mark], "")
+    if left ~= word then META.put("f", left) end
+  end
+end
+
+-- Since format 2 the default lane's own counters are fields of the meta hash,
 -- read and written with the call's other counters, so a plain queue's claim
 -- and completion pay no command for them: "a:" its active jobs (K_LANECTL's
 -- "a:L" for every other lane, includes/controls.lua) and "s:" its claims
@@ -285,12 +319,19 @@ function META.lane_counts(lane)
   return lane == "" and META.value("v") == FORMAT
 end
 
+-- A new queue's format and its feature word, none used yet (write phase: the
+-- call that writes the queue's ordering, or its first mark).
+function META.stamp_new()
+  META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads this format)
+  META.put("f", "")
+end
+
 -- A queue whose meta hash holds neither "v" nor "o" has no job written yet:
 -- a call that writes its first mark (configure, a lane control, a wait) makes
--- it format 2 there and then, so its marks are exact from the start (else
--- the first add, seeing no "v", would take it for format 1 once more).
+-- it format 3 there and then, so its marks are exact from the start (else
+-- the first add, seeing no "v", would take it for an older format).
 function META.stamp_format()
-  if not META.value("v") and not META.value("o") then META.put("v", FORMAT) end
+  if not META.value("v") and not META.value("o") then META.stamp_new() end
 end
 
 -- The call's OPT from the stored settings ``s`` (name -> value) and the
@@ -345,7 +386,7 @@ OPT_LAZY.load = function()
   return OPT_LAZY.build(s, ARGV)
 end
 
--- The timed sets' first scores as lower bounds in the meta hash (format 2):
+-- The timed sets' first scores as lower bounds in the meta hash (since format 2):
 -- no delayed job fires before "td", no lease ends before "tx" (absent: not
 -- known). A claim scans the delayed or the active set only once the clock
 -- has reached its bound, and then writes the first score it found

@@ -49,6 +49,7 @@ end
 -- (the caller writes it with its own HSET of the job).
 function Logs.append(id, st, entry, now)
   local key = Logs.key(id)
+  META.mark("fo")  -- its job's field lg (the feature word, includes/fixed.lua)
   local attempt = tostring(math.floor(tonumber(entry[1]) or 0))
   local dropped = st.dropped + math.max(0, math.floor(tonumber(entry[2]) or 0))
   local bytes, lines = st.bytes, {}
