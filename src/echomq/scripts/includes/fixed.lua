@@ -319,11 +319,12 @@ function META.lane_counts(lane)
   return lane == "" and META.value("v") == FORMAT
 end
 
--- A new queue's format and its feature word, none used yet (write phase: the
--- call that writes the queue's ordering, or its first mark).
+-- A new queue's format and its feature word, none used yet unless a call
+-- before its first job marked one (write phase: the call that writes the
+-- queue's ordering, or its first mark).
 function META.stamp_new()
   META.put("v", FORMAT)  -- (the call's copy too: the rest of it reads this format)
-  META.put("f", "")
+  if not META.value("f") then META.put("f", "") end
 end
 
 -- A queue whose meta hash holds neither "v" nor "o" has no job written yet:
