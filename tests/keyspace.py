@@ -55,7 +55,7 @@ def give_unwritten_fixed_keys(client: Any, keys: QueueKeys) -> None:
 def set_counter(client: Any, keys: QueueKeys, value: int) -> None:
     """Set a queue's arrival counter as the scripts would leave it: past 2^31 the
     meta mark "rq" tells the next calls to look at it (includes/lanes.lua
-    note_high_counter; a format-2 queue without it reads no counter)."""
+    note_high_counter; a queue in format 2 or later without it reads no counter)."""
     client.set(keys.counter, value)
     if value > 2**31:
         client.hset(keys.meta, "rq", "1")

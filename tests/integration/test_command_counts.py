@@ -8,7 +8,7 @@ and after the call (the first INFO counts itself once it has answered:
 one is taken off).
 
 The ceilings below are a ratchet: what the scripts achieve now (stored
-format 2: the feature marks, the timed sets' bounds and the default lane's
+formats 2 and 3: the feature word, the timed sets' bounds and the default lane's
 counts in the meta hash, docs/design.md §9). DESIGN §9's targets (add 10,
 claim(1) 12, complete 10) are tests of their own.
 

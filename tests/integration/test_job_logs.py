@@ -211,6 +211,37 @@ async def test_a_log_is_capped_by_its_bytes(aq: Queue, redis_client: redis.Redis
     assert sum(len(line.encode()) for line in stored) <= MAX_BYTES
 
 
+async def test_the_bytes_cap_counts_the_lines_of_earlier_calls(
+    aq: Queue, redis_client: redis.Redis
+) -> None:
+    # the kept bytes live in the job's field lg, read by the next call that
+    # appends (a queue's feature word says its jobs may hold one: docs/design.md §9)
+    big = "y" * 4000
+    gate = asyncio.Event()
+
+    async def bulky(job: Job) -> None:
+        for i in range(40):
+            job.log(f"{i:03d} {big}")
+        await gate.wait()  # the heartbeat sends these 160 kB first
+        for i in range(40, 80):
+            job.log(f"{i:03d} {big}")
+
+    job_id = await aq.add("bulky")
+    async with running(Worker(aq, {"bulky": bulky}, lease=1.5, heartbeat=0.2)):
+
+        async def first_batch_sent() -> bool:
+            return len(await aq.logs(job_id)) == 40
+
+        await wait_for(first_batch_sent, timeout=10)
+        gate.set()
+        await job_in(aq, job_id, State.COMPLETED)
+    stored: list[str] = redis_client.lrange(aq.engine.keys.log(job_id), 0, -1)  # type: ignore[assignment]
+    assert sum(len(line.encode()) for line in stored) <= MAX_BYTES
+    lines = await aq.logs(job_id)
+    assert "dropped" in lines[0].message
+    assert int(lines[-1].message[:3]) == 79
+
+
 async def test_the_log_goes_with_its_job(aq: Queue, redis_client: redis.Redis) -> None:
     def logs_then(job: Job) -> None:
         job.log("something")

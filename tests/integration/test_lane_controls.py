@@ -469,7 +469,7 @@ async def test_an_idle_worker_wakes_when_a_throttle_ends(aq: Queue) -> None:
 
 
 def test_the_default_lane_with_only_active_jobs_is_listed(sq: SyncQueue) -> None:
-    """In format 2 its active count is in the meta hash, not a lane-controls
+    """Since format 2 its active count is in the meta hash, not a lane-controls
     field the listing's scan meets (docs/design.md §9): listed all the same."""
     sq.add("only")
     [job] = sq.claim(1)

@@ -33,7 +33,7 @@ local function put(lane, position)
     "m:" .. lane, "t:" .. lane, "a:" .. lane, "k:" .. lane)
   local served = redis.call("HGET", K_SERVED, lane)
   if META.lane_counts(lane) then
-    -- the default lane's counts in format 2 (includes/fixed.lua)
+    -- the default lane's counts since format 2 (includes/fixed.lua)
     local m = redis.call("HMGET", K_META, "s:", "a:")
     served = served and (m[1] or "0")
     c[6] = m[2] ~= "0" and m[2] or nil
@@ -64,7 +64,7 @@ if phase == "h" and (mode == "all" or redis.call("HEXISTS", K_LANECTL, "np") == 
   local count = math.max(1, math.floor(size / 8))
   local page
   if mode == "all" then
-    -- the default lane's active count is in the meta hash in format 2
+    -- the default lane's active count is in the meta hash since format 2
     -- (includes/fixed.lua), not a field this scan meets: listed on the first page
     if cursor == "0" and not listed[""] and META.lane_counts("")
       and (tonumber(META.value("a:")) or 0) > 0 and redis.call("EXISTS", lane_key("")) == 0 then

@@ -126,7 +126,7 @@ local function read_renumber(takes, base, ...)
     -- a claim that takes no counter cannot bring it closer to 2^32: the next
     -- call that takes one (an add, a promotion) or maintenance starts it
     if takes == 0 and base == CLAIM_RENUMBER_BUDGET then return nil, meta end
-    -- in format 2 the mark "rq" says the counter may be past RENUMBER_AT
+    -- since format 2 the field "rq" says the counter may be past RENUMBER_AT
     -- (note_high_counter, includes/lanes.lua): a queue without it reads no counter
     if state[5] == FORMAT and not state[6] then return nil, meta end
     if tonumber(redis.call("GET", K_COUNTER) or "0") <= RENUMBER_AT then
