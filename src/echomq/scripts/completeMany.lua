@@ -48,7 +48,8 @@ local freed = {}      -- lanes whose active slots this call gives back -> how ma
 local lane_ctl = {}
 -- the jobs with dependents (field dn), so a job without any reads no other key
 local parents = {}
-for i, item in ipairs(items) do
+for i = 1, #items do
+  local item = items[i]
   local id, token = item[1], item[2]
   if first_of[id] then
     out[i] = first_of[id]  -- the same job twice in one call: answered as the first
@@ -94,7 +95,8 @@ local releases = read_releases(parents, RELEASE_BUDGET + #parents, {})
 Metrics.read_ended(now)
 -- write phase
 local done_pairs = {}
-for i, id in ipairs(done_ids) do
+for i = 1, #done_ids do
+  local id = done_ids[i]
   local jk, key, result = done_idem[i][1], done_idem[i][2], done_idem[i][3]
   local logged = done_idem[i][6]
   if logged then
@@ -117,10 +119,14 @@ apply_prune(K_COMPLETED, victims)
 Metrics.write_ended()
 apply_releases(releases, now)
 flush_waiting()
-for _, lane in ipairs(freed) do give_back(lane, freed[lane], lane_ctl[lane][1]) end
-for _, lane in ipairs(freed) do
+for i = 1, #freed do
+  local lane = freed[i]
+  give_back(lane, freed[lane], lane_ctl[lane][1])
+end
+for i = 1, #freed do
+  local lane = freed[i]
   if lane_ctl[lane][2] then recheck(lane, now) end
 end
 flush_events()
-for _, id in ipairs(done_ids) do wake_waiters(id, now) end
+for i = 1, #done_ids do wake_waiters(done_ids[i], now) end
 return out

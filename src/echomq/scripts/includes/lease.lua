@@ -21,7 +21,7 @@ LEASE.READ = {{"s"}, {"cl"}, {"l"}, {"k", "fk"}, {"g", "fj"}, {"dn", "fd"}, {"lg
 LEASE.PLANS = {[true] = {}, [false] = {}, count = 0}
 LEASE.KEPT = 64
 
-local function lease_plan()
+function LEASE.plan()
   local word = META.value("v") == FORMAT and META.value("f") or "*"
   local metrics = OPT.metrics and true or false
   local kept = LEASE.PLANS[metrics]
@@ -50,7 +50,7 @@ end
 
 local function check_lease(id, token, now)
   local jk = job_key(id)
-  local plan = lease_plan()
+  local plan = LEASE.plan()
   local read = read_key("HMGET", jk, unpack(plan.fields))
   local f = {false, false, false, false, false, false, false, false, false, false, false, false}
   for i = 1, #plan.at do f[plan.at[i]] = read[i] end

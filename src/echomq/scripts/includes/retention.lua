@@ -142,14 +142,25 @@ end
 -- read (a "pc" that is missing, unreadable or ahead of "completed" reads the
 -- set). The caller read "pc" and "completed" with META.read (includes/fixed.lua).
 -- ``keeper``: as read_prune's.
+-- "pc" as numbers, kept for the text they were parsed from (a pure function
+-- of it, so kept from call to call: "pc" changes only when a completion
+-- looks at the set, and parsing a number costs ~1,200 instructions)
+-- (and PC_PARSED.none: no victims, read only: apply_prune writes nothing into it)
+local PC_PARSED = {text = false, none = {}}
+
 local function read_prune_completed(now, adding, keeper)
   local keep_ms, keep_count = OPT.keep_completed_ms, OPT.keep_completed
   local total = tonumber(META.known.completed) or 0
-  local oldest, size, at = string.match(META.known.pc or "", "^(%d+) (%d+) (%d+)$")
-  oldest, size, at = tonumber(oldest), tonumber(size), tonumber(at)
+  local pc, parsed = META.known.pc or "", PC_PARSED
+  if parsed.text ~= pc then
+    local oldest, size, at = string.match(pc, "^(%d+) (%d+) (%d+)$")
+    parsed.text, parsed.oldest, parsed.size, parsed.at = pc, tonumber(oldest), tonumber(size),
+      tonumber(at)
+  end
+  local oldest, size, at = parsed.oldest, parsed.size, parsed.at
   if oldest and total >= at and oldest >= now - keep_ms
     and size + (total - at) + #adding <= keep_count then
-    return {}
+    return parsed.none
   end
   local victims = read_prune(K_COMPLETED, keep_ms, keep_count, now, adding, keeper)
   if #victims == 0 then
