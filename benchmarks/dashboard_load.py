@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import socket
 import statistics
@@ -236,7 +235,7 @@ def main() -> None:
             "chromium": chromium_version,
         }
         if args.write_results:
-            write(render(report))
+            harness.write_results_section(START, END, render(report))
         print(
             json.dumps(
                 {
@@ -288,18 +287,6 @@ def render(report: dict[str, Any]) -> str:
             END,
         ]
     )
-
-
-def write(section: str) -> None:
-    path = HERE / "RESULTS.md"
-    text = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
-    text = (
-        pattern.sub(lambda _: section, text)
-        if pattern.search(text)
-        else f"{text.rstrip()}\n\n{section}\n"
-    )
-    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,6 +39,20 @@ import redis
 
 SERVER_KINDS = ("valkey", "redis")
 START_TIMEOUT = 10.0
+
+
+def write_results_section(start: str, end: str, section: str) -> None:
+    """Put ``section`` (it begins with the line ``start`` and ends with ``end``) into
+    benchmarks/RESULTS.md in place of the one between the same two lines, or at its end."""
+    path = Path(__file__).resolve().parent / "RESULTS.md"
+    text = path.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
+    text = (
+        pattern.sub(lambda _: section, text)
+        if pattern.search(text)
+        else f"{text.rstrip()}\n\n{section}\n"
+    )
+    path.write_text(text, encoding="utf-8")
 
 
 def valkey_binary() -> str | None:

@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -197,7 +196,7 @@ def main() -> None:
     section = render(figures, args, label, pg_version, len(pg_lat), len(lite_lat))
     print(section)
     if args.write_results:
-        write(section)
+        harness.write_results_section(START, END, section)
 
 
 def _pg_version(pg: PrivatePostgres) -> str:
@@ -261,18 +260,6 @@ def render(
             END,
         ]
     )
-
-
-def write(section: str) -> None:
-    path = HERE / "RESULTS.md"
-    text = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
-    text = (
-        pattern.sub(lambda _: section, text)
-        if pattern.search(text)
-        else f"{text.rstrip()}\n\n{section}\n"
-    )
-    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
