@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq import ids, lanepages
+from echomq import ids, lanepages, storage
 from echomq.call import Call
 from echomq.engine import Engine
 from echomq.errors import (
@@ -301,18 +301,19 @@ def test_the_format_greeting() -> None:
     engine = Engine("unit", QueueOptions())
     check = engine.check_format()
     assert check.command == ("HGET", engine.keys.meta, "v")
-    assert check.parse("2") is None  # this client's format: nothing more to send
-    for older in (None, "", "1"):  # none yet, or format 1: the upgrade follows
+    mine, newer = str(storage.FORMAT), str(storage.FORMAT + 1)
+    assert check.parse(mine) is None  # this client's format: nothing more to send
+    for older in (None, "", "1", "2"):  # none yet, or an older format: the upgrade follows
         upgrade = check.parse(older)
         assert upgrade is not None and upgrade.script is not None
         assert upgrade.script.name == "upgrade"
-        assert upgrade.parse("2") == 2 and upgrade.parse("") == 2
-    with pytest.raises(FormatTooNew, match="format 3"):
-        check.parse("3")
+        assert upgrade.parse(mine) == storage.FORMAT and upgrade.parse("") == storage.FORMAT
+    with pytest.raises(FormatTooNew, match=f"format {newer}"):
+        check.parse(newer)
     upgrade = check.parse("1")
     assert upgrade is not None
-    with pytest.raises(FormatTooNew, match="format 3"):
-        upgrade.parse("3")
+    with pytest.raises(FormatTooNew, match=f"format {newer}"):
+        upgrade.parse(newer)
 
 
 def test_every_call_is_well_formed(engine: Engine) -> None:
