@@ -257,9 +257,7 @@ function Batch.fire(b, w, now)
   local attempts = spec[7] < 0 and (OPT.max_attempts or -spec[7]) or spec[7]
   local fields = {"n", spec[2], "d", spec[3], "p", spec[4], "m", attempts, "c", fmt(now),
     "b", "^" .. b.id, "s", "delayed", "at", fire}
-  META.mark("fb")  -- (the feature word, includes/fixed.lua)
   if lane ~= "" then
-    META.mark("fj")
     fields[#fields + 1] = "g"
     fields[#fields + 1] = lane
   end
@@ -273,6 +271,8 @@ function Batch.fire(b, w, now)
   redis.call("ZADD", K_DELAYED, fire, id)
   count_delayed(lane, 1)
   META.add("added", 1)
+  META.mark("fb")  -- (the feature word, includes/fixed.lua: fields b and g)
+  if lane ~= "" then META.mark("fj") end
   b.f["f" .. w] = id
   redis.call("HSET", Batch.key(b.id), "f" .. w, id)
 end
