@@ -60,7 +60,7 @@ local jobs = cjson.decode(ARGV[8])
 -- (and the feature word, includes/fixed.lua, and the next
 -- due time "td", includes/time.lua: all in one HMGET)
 local renumber_step, meta = read_renumber(#jobs, nil, "w", "added", "ev", "last", "td",
-  "v", "f")
+  unpack(META.FEATURES))
 local stored = meta[1]
 if stored and stored ~= requested then return E_ORDERING end
 

@@ -38,7 +38,7 @@ local items = cjson.decode(ARGV[7])
 -- the counters this call writes, written once at its end (META, includes/fixed.lua),
 -- and the completed set's pruning state (read_prune_completed)
 -- and the feature word (includes/fixed.lua), in the same HMGET
-META.read("completed", "ev", "last", "pc", "a:", "v", "f")
+META.read("completed", "ev", "last", "pc", "a:", unpack(META.FEATURES))
 -- read phase: every job, its idempotency key and the pruning, before any write
 local out = {}
 local done_ids, done_idem = {}, {}

@@ -59,8 +59,8 @@ if not retry then
   victims = read_prune(K_DEAD, OPT.keep_dead_ms, OPT.keep_dead, now, {id})
 end
 -- the failed run in the minute's metrics (a queue with them on)
-local lf = lease_fields
-Metrics.ended(lf[8], retry and 2 or 3, lf[9], lf[10], lf[11], now)
+Metrics.ended(lease_fields[8], retry and 2 or 3, lease_fields[9], lease_fields[10],
+  lease_fields[11], now)
 Metrics.read_ended(now)
 -- write phase
 local log_fields = {}
