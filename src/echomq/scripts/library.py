@@ -90,6 +90,18 @@ _WRAPPER = (
     'redis.register_function{{function_name = "{function}"{flags},\n'
     "callback = function(KEYS, ARGV)\n{body}\nend}}\n"
 )
+#: how a script that includes ``fixed`` is wrapped: its body is a function made
+#: once, at FUNCTION LOAD (a do-block's local: none of the library's top-level
+#: locals), which the callback runs between start_call and end_call. (Made per
+#: call, as the script's own text has it for EVALSHA, the closure over every
+#: library local the body uses was built and collected on every call.)
+_WRAPPER_FIXED = (
+    "do\nlocal body = function(KEYS, ARGV)\n{body}\nend\n"
+    'redis.register_function{{function_name = "{function}"{flags},\n'
+    "callback = function(KEYS, ARGV)\n"
+    "start_call(KEYS, ARGV) return end_call(body(KEYS, ARGV))\nend}}\n"
+    "end\n"
+)
 
 
 @cache
@@ -98,7 +110,7 @@ def version() -> str:
     written, the stored format, the wrapper, the per-call start and the read-only set. Cheaper than
     building the library (a call names its function without building it)."""
     digest = hashlib.sha1(
-        f"{FORMAT}\n{_WRAPPER}\n{START_CALL}{END_CALL}\n{sorted(READ_ONLY)}\n".encode()
+        f"{FORMAT}\n{_WRAPPER}\n{_WRAPPER_FIXED}\n{START_CALL}{END_CALL}\n{sorted(READ_ONLY)}\n".encode()
     )
     for path in sorted([*_HERE.glob("*.lua"), *_HERE.glob("includes/*.lua")]):
         digest.update(f"{path.relative_to(_HERE)}\n".encode())
@@ -118,6 +130,9 @@ def function_name(script: str) -> str:
 
 def _register(name: str, body: str) -> str:
     flags = ', flags = {"no-writes"}' if name in READ_ONLY else ""
+    if body.startswith(START_CALL) and body.endswith(END_CALL):
+        inner = body[len(START_CALL) : -len(END_CALL)]
+        return _WRAPPER_FIXED.format(function=function_name(name), flags=flags, body=inner)
     return _WRAPPER.format(function=function_name(name), flags=flags, body=body)
 
 
