@@ -10,7 +10,9 @@ starting with ``start_call(KEYS, ARGV)``, includes/fixed.lua) as one function,
                             callback = function(KEYS, ARGV) <body of NAME.lua> end}
 
 so KEYS and ARGV mean what they mean in the script, and each script's
-top-level locals stay local to its own function. The includes' per-call
+top-level locals stay local to its own function. (A script that includes
+``fixed`` has its body made once as a function of KEYS and ARGV, which the
+callback runs between start_call and end_call: _WRAPPER_FIXED.) The includes' per-call
 values (fixed keys, OPT, event and lane buffers) are library-level locals
 that start_call sets at the start of every call, so no call sees another's.
 Lua's limits then apply to the whole: at most 200 locals at the library's
