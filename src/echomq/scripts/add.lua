@@ -73,20 +73,25 @@ if meta[3] and now - tonumber(meta[3]) < DROP_FENCE_MS then
 end
 
 -- read phase: every idempotency key, job hash and lane the batch touches
+-- (the tables a feature needs are made when a job uses it: nil until then;
+-- a table made per call is garbage the server's Lua collector pays for)
 local ids = {}
-local created_ids = {}   -- what earlier jobs of this batch create
+local created_ids = #jobs > 1 and {} or nil  -- what earlier jobs of this batch create
 -- key -> what this batch knows of its record (includes/dedupe.lua), and
 -- job index -> the decision for its key
-local held, decided = {}, {}
+local held, decided = nil, nil
 local lanes = {}
-local blocked_on = {}  -- job index -> its pending dependencies
-local reads_of = {}    -- job index -> its dependencies completed already (it reads their results)
-local adding, adding_order = {}, {}   -- lane -> jobs this batch adds to it
-local joining, joining_order = {}, {}  -- batch id -> children this call adds to it
+local blocked_on = nil  -- job index -> its pending dependencies
+local reads_of = nil    -- job index -> its dependencies completed already (it reads their results)
+-- lane -> jobs this batch adds to it (only a queue with lane controls: max_waiting)
+local controls = META.uses("fl")
+local adding, adding_order = {}, {}
+local joining, joining_order = nil, nil  -- batch id -> children this call adds to it
 for i, job in ipairs(jobs) do
   local id, key = job[1], job[9]
   local existing = nil
   if key ~= "" then
+    if not decided then held, decided = {}, {} end
     local spec = Dedupe.spec(job[15])
     local decision = Dedupe.decide(key, spec, now, held[key])
     decision.spec = spec
@@ -101,7 +106,7 @@ for i, job in ipairs(jobs) do
     end
   end
   -- (the meta hash exists when it holds the ordering: one EXISTS confirms a miss)
-  if not existing and (created_ids[id] or key_exists(job_key(id), stored ~= nil)) then
+  if not existing and ((created_ids and created_ids[id]) or key_exists(job_key(id), stored ~= nil)) then
     existing = id
   end
   if existing then
@@ -119,7 +124,7 @@ for i, job in ipairs(jobs) do
           if state == "failed" or state == "cancelled" then return {E_NOT_FOUND, dep, state} end
           state = state and (state == "succeeded" and "batch" or "waiting")
         else
-          state = created_ids[dep] and "waiting" or read_key("HGET", job_key(dep), "s")
+          state = created_ids and created_ids[dep] and "waiting" or read_key("HGET", job_key(dep), "s")
         end
         if not state or state == "dead" then return {E_NOT_FOUND, dep, state or ""} end
         if state == "batch" then
@@ -132,16 +137,18 @@ for i, job in ipairs(jobs) do
           read_key("EXISTS", readers_key(dep))
         end
       end
+      if not blocked_on then blocked_on, reads_of = {}, {} end
       blocked_on[i] = pending
       reads_of[i] = done_deps
     end
-    created_ids[id] = true
+    if created_ids then created_ids[id] = true end
     local bid = job[16]
     if bid and bid ~= "" then
       local b = Batch.read(bid, true)  -- an add finishes no child
       if not b then return {E_INVALID_STATE, "batch", bid, "unknown", 0} end
       local why = b.f.k and "cancelled" or (b.f.cl and "closed")
       if why then return {E_INVALID_STATE, "batch", bid, why, Batch.num(b, "t")} end
+      if not joining then joining, joining_order = {}, {} end
       if not joining[bid] then
         joining_order[#joining_order + 1] = bid
         joining[bid] = 0
@@ -162,15 +169,16 @@ for i, job in ipairs(jobs) do
     if job[14] ~= "" then Tags.read(job[14]) end
     read_lane(lanes, job[5])
     local lane = job[5]
-    if not adding[lane] then adding_order[#adding_order + 1] = lane end
-    adding[lane] = (adding[lane] or 0) + 1
+    if controls then
+      if not adding[lane] then adding_order[#adding_order + 1] = lane end
+      adding[lane] = (adding[lane] or 0) + 1
+    end
   end
 end
 -- max_waiting: a lane may not hold more waiting + delayed + blocked jobs (the
 -- whole batch is refused, nothing written)
 -- (only a queue that set a lane control can have one: includes/fixed.lua)
-local controls = META.uses("fl")
-for _, lane in ipairs(controls and adding_order or {}) do
+for _, lane in ipairs(adding_order) do
   local f = redis.call("HMGET", K_LANECTL, "m:" .. lane, "d:" .. lane)
   local most = tonumber(f[1])
   if most then
@@ -188,7 +196,7 @@ end
 -- a batch takes its counters with one write; a lone job INCRs (arrival_score)
 if requested == "composite" and #jobs > 1 then reserve_arrivals(#jobs) end
 local created = 0
-local added_to = {}  -- batch id -> children added so far (their places)
+local added_to = joining and {}  -- batch id -> children added so far (their places)
 for i, job in ipairs(jobs) do
   if not ids[i] then
     local id, key = job[1], job[9]
@@ -233,12 +241,13 @@ for i, job in ipairs(jobs) do
       redis.call("ZADD", Batch.jobs_key(bid), place, id)
     end
     -- retention keeps a completed dependency until its readers finish (includes/readers.lua)
-    for _, dep in ipairs(reads_of[i] or {}) do
-      redis.call("SADD", readers_key(dep), id)
-      redis.call("HSET", job_key(dep), "dn", "1")
+    local done_deps = reads_of and reads_of[i]
+    for d = 1, done_deps and #done_deps or 0 do
+      redis.call("SADD", readers_key(done_deps[d]), id)
+      redis.call("HSET", job_key(done_deps[d]), "dn", "1")
       META.mark("fd")
     end
-    local pending = blocked_on[i]
+    local pending = blocked_on and blocked_on[i]
     if pending and #pending > 0 then
       fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "blocked", "dp", #pending
       redis.call("HSET", job_key(id), unpack(fields))
@@ -273,14 +282,15 @@ for i, job in ipairs(jobs) do
     end
     ids[i] = id
     created = created + 1
-  elseif decided[i] and decided[i].outcome then
+  elseif decided and decided[i] and decided[i].outcome then
     local d = decided[i]
     local at = nil
     if d.outcome == "replaced" and not d.rec.index then at = Dedupe.replace(d, d.spec, job[3], now) end
     emit("deduplicated", d.kept, d.lane, "o", d.outcome, "nx", at)
   end
 end
-for _, bid in ipairs(joining_order) do
+for b = 1, joining_order and #joining_order or 0 do
+  local bid = joining_order[b]
   Batch.moved(bid, {t = added_to[bid]}, nil, now)
 end
 if created > 0 then
