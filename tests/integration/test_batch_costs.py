@@ -7,13 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import redis
 
 from echomq import SyncQueue
 from integration.test_command_counts import commands_run, plain_counts, total
-
-pytestmark = pytest.mark.no_cluster("INFO commandstats counts one server's calls")
 
 
 def test_a_batch_child_costs_a_bounded_few_commands_more(

@@ -9,9 +9,9 @@ job is readable, the feature word and the default lane's counts are where
 format 3 reads them, and the queue drains in order with every job run once,
 the cap and the weight obeyed.
 
-Not covered here: clients of two formats running side by side after the
-upgrade (design.md §9 says what that may cost and that older processes are
-to be restarted).
+Clients of both formats running side by side while the queue is upgraded:
+test_format_upgrade_under_load.py (design.md §9 says what that may cost and
+that older processes are to be restarted).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from echomq.keys import QueueKeys
 FORMAT_COMMITS = {1: "e28804d", 2: "3d73bcb"}
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.no_cluster("one server is enough: the upgrade is one script per queue")
 
 BUILD_FORMAT_1 = r"""
 import json, sys
@@ -64,6 +63,10 @@ with SyncQueue(name, url) as q:
     ids["waiting"] = [q.add("run", {"k": f"w{i}"}) for i in range(3)]
     ids["heavy"] = [q.add("run", {"k": f"h{i}"}, group="heavy") for i in range(6)]
     ids["capped"] = [q.add("run", {"k": f"c{i}"}, group="capped") for i in range(3)]
+    if len(sys.argv) > 3:  # more: a paused lane with jobs, a schedule
+        q.set_lane("held", paused=True)
+        ids["held"] = [q.add("run", {"k": f"p{i}"}, group="held") for i in range(2)]
+        q.schedule("nightly", every=3600.0, name="tick")
 print(json.dumps(ids))
 """
 
@@ -87,11 +90,16 @@ def older_source(tmp_path: Path, commit: str) -> Path:
     return tmp_path / "src"
 
 
-def build_older_queue(tmp_path: Path, url: str, name: str, stored: int) -> dict[str, Any]:
+def build_older_queue(
+    tmp_path: Path, url: str, name: str, stored: int, *, more: bool = False
+) -> dict[str, Any]:
+    """The queue ``name`` written by the code of format ``stored`` (extracted into
+    ``tmp_path / "src"``); ``more`` adds a paused lane with two jobs and a schedule.
+    Returns the ids of the jobs it added, by kind."""
     source = older_source(tmp_path, FORMAT_COMMITS[stored])
     env = {**os.environ, "PYTHONPATH": str(source)}
     done = subprocess.run(
-        [sys.executable, "-c", BUILD_FORMAT_1, url, name],
+        [sys.executable, "-c", BUILD_FORMAT_1, url, name, *(["more"] if more else [])],
         env=env,
         cwd=tmp_path,
         capture_output=True,

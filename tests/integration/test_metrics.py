@@ -60,7 +60,6 @@ def test_a_queue_without_the_setting_keeps_no_metrics(
     assert not any(redis_client.exists(sq.engine.keys.metrics(m)) for m in (minute - 1, minute))
 
 
-@pytest.mark.no_cluster("INFO commandstats counts one server's calls")
 def test_a_complete_many_call_pays_at_most_two_commands_for_metrics(
     make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
 ) -> None:

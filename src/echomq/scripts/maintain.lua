@@ -92,6 +92,14 @@ local nd = redis.call("ZRANGE", K_ACTIVE, 0, 0, "WITHSCORES")
 if META.value("v") == FORMAT then
   META.put("td", first_due and fmt(tonumber(first_due)) or fmt(META.NO_TIME))
   META.put("tx", nd[2] and fmt(tonumber(nd[2])) or fmt(META.NO_TIME))
+  -- the default lane's active count, at most the active set's size: an older
+  -- client that held one of its jobs when the queue was upgraded gives it back
+  -- where its format keeps the count (K_LANECTL), never here (docs/design.md §9)
+  local counted = tonumber(META.value("a:")) or 0
+  if counted > 0 then
+    local active = nd[2] and redis.call("ZCARD", K_ACTIVE) or 0
+    if counted > active then META.put("a:", fmt(active)) end
+  end
 end
 local ns = redis.call("ZRANGE", K_FIRES, 0, 0, "WITHSCORES")
 local due_schedules = {}
