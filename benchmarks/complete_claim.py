@@ -110,9 +110,7 @@ def measure(kind: str, rounds: int, n: int, concurrencies: list[int]) -> dict[st
                     runs[variant].append(one_run(probe, server.url, n, concurrency, variant))
             row: dict[str, Any] = {}
             for variant, got in runs.items():
-                row[variant] = {
-                    key: statistics.median(run[key] for run in got) for key in got[0]
-                }
+                row[variant] = {key: statistics.median(run[key] for run in got) for key in got[0]}
                 row[variant]["all_jobs_per_s"] = [round(run["jobs_per_s"]) for run in got]
             row["ratio"] = {
                 key: statistics.median(

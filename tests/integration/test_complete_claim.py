@@ -241,3 +241,17 @@ async def test_above_the_threshold_the_worker_claims_apart(
         worker.stop()
         await asyncio.wait_for(task, 10)
     assert sorted(seen) == list(range(n)) and used == 0
+
+
+def test_the_claim_counts_from_what_the_completion_wrote(sq: SyncQueue) -> None:
+    """The claim starts as a call of its own would (META.next_transition): the
+    default lane's active count the completion lowered, and the events it gave,
+    are the claim's starting point, not the values read before the completion."""
+    sq.add_many([{"name": "j", "data": i} for i in range(6)])
+    [job] = sq.claim(1)
+    for _ in range(4):
+        [job] = sq.complete_and_claim([(job, None)], 1).claimed
+    [lane] = [lane for lane in sq.lanes() if lane.group is None]
+    assert lane.active == sq.stats().counts["active"] == 1
+    kinds = [e.kind for e in sq.read_events("0").events]
+    assert kinds.count("completed") == 4 and kinds.count("claimed") == 5
