@@ -255,3 +255,32 @@ def test_the_claim_counts_from_what_the_completion_wrote(sq: SyncQueue) -> None:
     assert lane.active == sq.stats().counts["active"] == 1
     kinds = [e.kind for e in sq.read_events("0").events]
     assert kinds.count("completed") == 4 and kinds.count("claimed") == 5
+
+
+async def test_a_job_claimed_as_the_worker_stops_is_given_back(
+    aq: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop comes while the combined call is in flight: the job it claimed is
+    released before the worker's run ends (waiting again, nothing left active)."""
+    monkeypatch.setattr(worker_module, "COMPLETE_AND_CLAIM_UP_TO", 1)
+    first, second = await aq.add_many([{"name": "j", "data": i} for i in range(2)])
+    ran: list[int] = []
+
+    async def handler(job: Job) -> int:
+        ran.append(job.data)
+        return int(job.data)
+
+    worker = Worker(aq, {"j": handler}, concurrency=1, log_jobs=False)
+    combined = aq.complete_and_claim
+
+    async def stopping_first(*args: Any, **kwargs: Any) -> Any:
+        worker.stop()
+        return await combined(*args, **kwargs)
+
+    aq.complete_and_claim = stopping_first  # type: ignore[method-assign]
+    await asyncio.wait_for(worker.run(install_signals=False), 20)
+    one, two = await aq.get(first), await aq.get(second)
+    assert one is not None and one.state is State.COMPLETED
+    assert two is not None and two.state is State.WAITING
+    assert (await aq.stats()).counts["active"] == 0
+    assert ran == [0]  # the job claimed as the stop came never started

@@ -131,8 +131,9 @@ class HandOver(Protocol):
         completion's own claim (one round trip for both)."""
         ...
 
-    def claimed(self, jobs: list[Job]) -> None:
-        """Start ``jobs`` (claimed for the freed slot), before that slot is freed."""
+    async def claimed(self, jobs: list[Job]) -> None:
+        """Start ``jobs`` (claimed for the freed slot), before that slot is freed
+        (or release them, when the worker is stopping)."""
         ...
 
 
@@ -412,7 +413,7 @@ class Execution:
             self.free_slot()
             await self._complete(result)
             return
-        over.claimed(done.claimed)
+        await over.claimed(done.claimed)
         self.free_slot()
         [error] = done.completions
         if error is not None:

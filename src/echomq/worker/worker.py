@@ -579,13 +579,13 @@ class _Session:
             and self.reserved == 0
         )
 
-    def claimed(self, jobs: list[Job]) -> None:
+    async def claimed(self, jobs: list[Job]) -> None:
         """Start the jobs a completion's call claimed (its slot is still held); a
         short claim means no backlog: the fetch loop waits on the doorbell next."""
         self.fetcher.note(jobs)
         if self.stopping.is_set():  # claimed as the stop came: give them back at once
-            for job in jobs:
-                self.loop.create_task(self._release(job))
+            # (awaited by the completed job's execution, which shutdown waits for)
+            await asyncio.gather(*(self._release(job) for job in jobs))
             return
         for job in jobs:
             self._start(job)
