@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overloa
 from echomq.batches import BatchStart
 from echomq.call import Call
 from echomq.connection import AsyncClient, check_max_connections
-from echomq.engine import AddOptions, Claimed, Engine, JobOptions, NewJob, Wake
+from echomq.engine import AddOptions, Claimed, CompletedAndClaimed, Engine, JobOptions, NewJob, Wake
 from echomq.engine.batches import DONE_WAIT
 from echomq.errors import EchoMQError, WaitTimeout
 from echomq.events import Event
@@ -86,6 +86,22 @@ class Queue(QueueShell[AsyncSender]):
         """Lease up to ``n`` waiting jobs for ``lease`` seconds (Engine.claim); each
         knows this queue (``job.queue``)."""
         return self._own(await self.sender.send(self.engine.claim(n, lease, worker=worker)))
+
+    async def complete_and_claim(
+        self,
+        items: Sequence[tuple[Job, Any]],
+        n: int = 1,
+        lease: float = DEFAULT_LEASE,
+        *,
+        worker: str | None = None,
+        encoded: bool = False,
+    ) -> CompletedAndClaimed:
+        """Complete jobs and claim up to ``n`` more in one call (Engine.complete_and_claim);
+        each claimed job knows this queue."""
+        call = self.engine.complete_and_claim(items, n, lease, worker=worker, encoded=encoded)
+        done = await self.sender.send(call)
+        self._own(done.claimed)
+        return done
 
     def _own(self, jobs: Claimed) -> Claimed:
         loop = asyncio.get_running_loop()

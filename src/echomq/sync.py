@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.batches import SyncBatch
 from echomq.call import Call
 from echomq.connection import SyncClient
-from echomq.engine import Claimed, Engine
+from echomq.engine import Claimed, CompletedAndClaimed, Engine
 from echomq.engine.batches import DONE_WAIT
 from echomq.errors import WaitTimeout
 from echomq.events import Event
@@ -53,6 +53,23 @@ class SyncQueue(QueueShell[SyncSender]):
         for job in jobs:
             job._queue = self
         return jobs
+
+    def complete_and_claim(
+        self,
+        items: Sequence[tuple[Job, Any]],
+        n: int = 1,
+        lease: float = DEFAULT_LEASE,
+        *,
+        worker: str | None = None,
+        encoded: bool = False,
+    ) -> CompletedAndClaimed:
+        """Complete jobs and claim up to ``n`` more in one call (Engine.complete_and_claim);
+        each claimed job knows this queue."""
+        call = self.engine.complete_and_claim(items, n, lease, worker=worker, encoded=encoded)
+        done = self.sender.send(call)
+        for job in done.claimed:
+            job._queue = self
+        return done
 
     complete = sends(Engine.complete)
     complete_many = sends(Engine.complete_many)

@@ -603,6 +603,19 @@ def _beat(b: Busy, moved: str) -> tuple[Call[Any], str]:
     return b.q.engine.worker_beat("w1", 30.0, info), keys.workers if moved else keys.worker("w1")
 
 
+def _complete_claim_logged(b: Busy) -> tuple[Call[Any], str]:
+    """completeClaim's completion appends the job's last lines to its log: the log
+    moved (the completion's read phase meets it before anything is written)."""
+    log = _logged(b, b.active[0])
+    return b.q.engine.complete_and_claim([(b.active[0], 1)], 2, 30.0), log
+
+
+def _complete_claim_releases(b: Busy) -> tuple[Call[Any], str]:
+    """completeClaim's completion releases a blocked dependent into lane a: it moved."""
+    b.q.add("child", group="a", depends_on=[b.active[0].id])
+    return b.q.engine.complete_and_claim([(b.active[0], 1)], 2, 30.0), b.q.engine.keys.lane("a")
+
+
 #: scenario -> (the script it sends, how to make the call and which key to move)
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "claim_queue_rate": ("claim", _queue_rate),
@@ -630,6 +643,8 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "remove_tagged": ("remove", _remove_from_moved_tag),
     "maintain_tagged": ("maintain", _prune_from_moved_tag),
     "complete_logged": ("completeMany", _complete_logged),
+    "complete_claim_logged": ("completeClaim", _complete_claim_logged),
+    "complete_claim_releases": ("completeClaim", _complete_claim_releases),
     "extend_many_logged": ("extendMany", _extend_logged),
     "fail_logged": ("fail", _fail_logged),
     "release_logged": ("release", _release_logged),
@@ -831,5 +846,46 @@ def test_the_fixed_keys_are_declared_so_the_server_checks_them_first(
                 s.execute_command(*q.engine.claim(1, 30.0).wire(by_sha=False))
             assert isinstance(raised.value, redis.exceptions.TryAgainError)
             assert queue_state(source, queue_name) == before
+    finally:
+        q.close()
+
+
+#: what a completion alone writes (completeMany.lua), by key suffix besides its
+#: job's hash and idempotency key: the active and completed sets, the meta hash's
+#: counters, the lane's active count (lanectl), the event stream
+_COMPLETION_WRITES = ("meta", "active", "completed", "lanectl", "events")
+
+
+def test_a_combined_call_stopped_in_its_claim_leaves_the_completion_done(
+    cluster: LocalCluster, queue_name: str
+) -> None:
+    """completeClaim is two transitions in one script, each reading before it
+    writes (scripts/completeClaim.lua): a key that only its claim reads (the
+    next job of lane a) has moved, so the call stops after the completion
+    wrote. The queue is then exactly as the completion alone leaves it (the
+    job completed; no lane, ring, turn or other job touched), and the same
+    call sent again once the slot is stable completes nothing twice and claims."""
+    q = SyncQueue(queue_name, cluster.url)
+    try:
+        busy = busy_queue(cluster, q)
+        done, keys = busy.active[0], q.engine.keys
+        call = q.engine.complete_and_claim([(done, 1)], 5, 30.0)
+        slot, source, target = cluster.queue_move(queue_name)
+        with Migration(source, target, slot) as migration:
+            migration.move(_job_key(busy, _waiting_ids(busy, "a")[1]))
+            before = queue_state(source, queue_name)
+            with source.client() as s, pytest.raises(redis.exceptions.TryAgainError):
+                s.execute_command(*call.wire(by_sha=False))
+            after = queue_state(source, queue_name)
+        changed = {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
+        written = {keys.job(done.id), keys.idem(str(done.key))}
+        written |= {f"{keys.prefix}{part}" for part in _COMPLETION_WRITES}
+        assert changed <= written, changed - written
+        assert keys.job(done.id) in changed
+        assert q.get(done.id).state == "completed"  # type: ignore[union-attr]
+        completed = q.stats().counts["completed"]
+        again = q.complete_and_claim([(done, 1)], 5, 30.0)
+        assert again.completions == [None] and len(again.claimed) == 5
+        assert q.stats().counts["completed"] == completed
     finally:
         q.close()

@@ -273,3 +273,29 @@ def test_a_workers_claim_and_complete_cost_what_plain_ones_cost(
     complete = commands_run(redis_client, lambda: q.complete(got[0], None))
     assert claim == plain["claim"] and complete == plain["complete"]
     assert q.get(got[0].id).worker == "w1"  # type: ignore[union-attr]
+
+
+#: a completion and the next claim in one call (completeClaim.lua): what the two
+#: cost apart, less the second FCALL (the claim starts as a call of its own:
+#: it reads the clock and the meta hash again, after the completion wrote it)
+COMPLETE_CLAIM_CEILING = COMPLETE_CEILING + CLAIM_CEILING - 1
+
+
+def test_a_completion_and_claim_in_one_call_cost_the_two_less_one_fcall(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    plain = plain_counts(make_sync(queue_name + "-plain"), redis_client)
+    q = make_sync(queue_name + "-combined")
+    q.add_many([{"name": "backlog", "data": i} for i in range(BACKLOG)])
+    [job] = q.claim(1)
+    [job] = q.complete_and_claim([(job, None)], 1).claimed  # warm up
+    got: list[Any] = []
+    combined = commands_run(
+        redis_client, lambda: got.extend(q.complete_and_claim([(job, {"ok": 1})], 1).claimed)
+    )
+    assert len(got) == 1 and q.get(job.id).state == "completed"  # type: ignore[union-attr]
+    apart = plain["complete"] + plain["claim"]
+    apart["fcall"] -= 1
+    print(f"\ncomplete_and_claim {sum(combined.values())}: {dict(sorted(combined.items()))}")
+    assert combined == +apart, f"combined {dict(combined)}, apart {dict(apart)}"
+    assert sum(combined.values()) <= COMPLETE_CLAIM_CEILING

@@ -38,6 +38,7 @@ from echomq.engine.claims import (
     STOP_BELL_TTL_MS,
     ClaimCalls,
     Claimed,
+    CompletedAndClaimed,
     Wake,
 )
 from echomq.engine.configuration import SettingCalls
@@ -91,6 +92,7 @@ __all__ = [
     "AddOptions",
     "BatchCalls",
     "Claimed",
+    "CompletedAndClaimed",
     "Engine",
     "Finished",
     "JobOptions",

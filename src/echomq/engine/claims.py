@@ -105,6 +105,24 @@ def decode_completions(items: Sequence[tuple[Job, Any]], reply: Any) -> list[Ech
     return [error_for(code, job.id) for code, (job, _) in zip(reply, items, strict=True)]
 
 
+class CompletedAndClaimed(NamedTuple):
+    """completeClaim.lua's ``{completions, claim}``, decoded: per completed job None
+    when recorded, else its error (LeaseLost, JobNotFound); then the jobs claimed."""
+
+    completions: list[EchoMQError | None]
+    claimed: Claimed
+
+
+def decode_complete_claim(
+    items: Sequence[tuple[Job, Any]],
+    decode_jobs: Callable[[Sequence[Any]], Claimed],
+    reply: Sequence[Any],
+) -> CompletedAndClaimed:
+    """completeClaim.lua's reply: completeMany's per-job codes, then claim's reply."""
+    completions, claim = reply
+    return CompletedAndClaimed(decode_completions(items, completions), decode_jobs(claim))
+
+
 def decode_completed(detail: str, reply: Any) -> datetime | None:
     """The one job of a completeMany call: its completion time."""
     [code] = reply
@@ -202,8 +220,41 @@ class ClaimCalls(EngineBase):
 
         ``encoded``: the results are JSON text already, checked by the caller
         (the worker checks each as its handler returns)."""
+        packed = self._completion_rows("complete_many", items, encoded)
+        decode = partial(decode_completions, items)
+        return self._script("completeMany", decode, packed)
+
+    def complete_and_claim(
+        self,
+        items: Sequence[tuple[Job, Any]],
+        n: int = 1,
+        lease: float = DEFAULT_LEASE,
+        *,
+        worker: str | None = None,
+        encoded: bool = False,
+    ) -> Call[CompletedAndClaimed]:
+        """Complete jobs and claim up to ``n`` more in one atomic call (one round
+        trip: a worker's finished job and the job for the slot it frees).
+
+        The completions are complete_many's (each None or its error, nothing
+        raised), the claim is claim's; a refused completion (LeaseLost,
+        JobNotFound) does not stop the claim. ``encoded`` as for complete_many."""
+        packed = self._completion_rows("complete_and_claim", items, encoded)
+        check_int("claim n", n, 1, MAX_CLAIM)
+        args = [packed, str(n), lease_ms(lease)]
+        decode_jobs: Callable[[Sequence[Any]], Claimed] = decode_claim
+        if worker is not None:
+            worker_id = check_worker_id(worker)
+            decode_jobs = partial(decode_claim_by, worker_id)
+            args.append(worker_id)
+        decode = partial(decode_complete_claim, items, decode_jobs)
+        return self._script("completeClaim", decode, *args)
+
+    def _completion_rows(self, what: str, items: Sequence[tuple[Job, Any]], encoded: bool) -> str:
+        """The jobs to complete as completeMany.lua's ARGV[7]: one JSON array of
+        [id, lease token, result, perhaps the lines its handler logged]."""
         if not items:
-            raise InvalidOption("complete_many needs at least one (job, result) pair")
+            raise InvalidOption(f"{what} needs at least one (job, result) pair")
         limit = self.options.max_payload
         rows = []
         for job, result in items:
@@ -216,9 +267,7 @@ class ClaimCalls(EngineBase):
             if entry is not None:
                 row.append(entry)
             rows.append(row)
-        packed = orjson.dumps(rows).decode()
-        decode = partial(decode_completions, items)
-        return self._script("completeMany", decode, packed)
+        return orjson.dumps(rows).decode()
 
     def fail(
         self,

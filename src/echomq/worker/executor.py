@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from echomq.control import RateLimited, Retry, Unrecoverable, set_current_job
 from echomq.errors import EchoMQError, JobNotFound, LeaseLost, PayloadError
@@ -56,6 +56,9 @@ MAX_TRACEBACK = 64 * 1024
 PROGRESS_TIMEOUT = 30.0
 
 
+#: errors of a completion's call that claims (complete_and_claim) after which the
+#: result is recorded as any other (a bad result fails the job; a lost call is retried)
+RECORDED_APART: tuple[type[BaseException], ...] = (PayloadError, *TRANSIENT)
 #: errors after which an outcome stays unrecorded (the lease is gone, or the server is)
 NOT_RECORDED: tuple[type[BaseException], ...] = (LeaseLost, JobNotFound, *TRANSIENT)
 
@@ -108,6 +111,30 @@ class Runtime:
     handler_done: Callable[[], None]  # a handler returned or raised: its slot is free
     log_jobs: bool = True  # one INFO line per completed job
     log_level: str = "INFO"  # a handler's records at or above it go to its job's log
+    # the worker's claims for a slot a completed job frees (echomq.worker.worker):
+    # None, or what the completion and the claim in one call need
+    hand_over: HandOver | None = None
+
+
+class HandOver(Protocol):
+    """How a completed job hands its slot to the next job in one call
+    (``Queue.complete_and_claim``): the worker's session says whether it wants
+    the slot filled that way now, and starts the jobs claimed."""
+
+    @property
+    def worker_id(self) -> str:
+        """The id the claimed jobs record (job.worker)."""
+        ...
+
+    def wanted(self) -> bool:
+        """True when the slot a completed job frees should be filled by the
+        completion's own claim (one round trip for both)."""
+        ...
+
+    async def claimed(self, jobs: list[Job]) -> None:
+        """Start ``jobs`` (claimed for the freed slot), before that slot is freed
+        (or release them, when the worker is stopping)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +232,8 @@ class Execution:
         hb = self._rt.heartbeat
         hb.add(self.job)
         started = time.monotonic()
+        outcome: Completed | Failed | Released | None = None
+        hand_over = False  # the completion's call claims the job for this slot
         try:
             outcome = await self._outcome()
         except asyncio.CancelledError:
@@ -216,13 +245,18 @@ class Execution:
             self._took = time.monotonic() - started
             hb.discard(self.job)  # before recording: see Heartbeat.discard
             self.job._progress_sink = None
-            self.free_slot()
+            over = self._rt.hand_over
+            hand_over = isinstance(outcome, Completed) and over is not None and over.wanted()
+            if not hand_over:
+                self.free_slot()
         if outcome is None:
             if self.job.cancelled:
                 log.info("job %s was cancelled; its handler was stopped", self.job.id)
                 return
             log.warning("job %s: lease lost while running; outcome not recorded", self.job.id)
             await self._rt.hooks.fire(self._rt.hooks.on_stalled, self.job)
+        elif isinstance(outcome, Completed) and hand_over:
+            await self._complete_and_claim(outcome.result)
         elif isinstance(outcome, Completed):
             await self._complete(outcome.result)
         elif isinstance(outcome, Released):
@@ -359,6 +393,36 @@ class Execution:
         except NOT_RECORDED as exc:
             await self._not_recorded(exc)
             return
+        await self._completed(result)
+
+    async def _complete_and_claim(self, result: Any) -> None:
+        """Record ``result`` and claim the next job for this slot in one call
+        (completeClaim.lua); the slot is held until that job has started. A call
+        that fails as a whole frees the slot and records the result as
+        ``_complete`` does (retried: a completion sent again by the same lease
+        is recorded once)."""
+        job, rt = self.job, self._rt
+        over = rt.hand_over
+        assert over is not None
+        try:
+            text = encode_payload(result, what="result", limit=rt.queue.options.max_payload)
+            done = await rt.queue.complete_and_claim(
+                [(job, text)], 1, rt.lease, worker=over.worker_id, encoded=True
+            )
+        except RECORDED_APART:
+            self.free_slot()
+            await self._complete(result)
+            return
+        await over.claimed(done.claimed)
+        self.free_slot()
+        [error] = done.completions
+        if error is not None:
+            await self._not_recorded(error)
+            return
+        await self._completed(result)
+
+    async def _completed(self, result: Any) -> None:
+        job, rt = self.job, self._rt
         job.state, job.result = State.COMPLETED, result
         if rt.log_jobs:
             log.info("job %s completed in %.3f s", who(job), self._took)

@@ -83,6 +83,11 @@ class Fetcher:
         self._retry_in = jobs.retry_in
         return jobs
 
+    def note(self, jobs: list[Job]) -> None:
+        """A claim made for this worker elsewhere (a completion's call that claimed
+        for the slot it freed): its retry_in bounds the next wait as ours do."""
+        self._retry_in = getattr(jobs, "retry_in", None)
+
     async def wait_and_claim(self, free: int) -> list[Job]:
         """Wait for the doorbell (or one maintenance interval, or this worker's stop
         bell) and claim up to ``free`` jobs as it ends: the claim after a timeout

@@ -307,6 +307,12 @@ def _check_queues(queue: Queue | Sequence[Queue]) -> list[Queue]:
     return queues
 
 
+#: the largest concurrency at which a completed job's call also claims the job
+#: for the slot it frees (Queue.complete_and_claim: one round trip for both).
+#: Above it, completions are coalesced (CompletionBatcher) and claims go apart,
+#: which measured faster there (benchmarks/complete_claim.py, RESULTS.md).
+COMPLETE_AND_CLAIM_UP_TO = 1
+
 #: connections a worker uses besides its handlers' calls: the doorbell wait, claims,
 #: heartbeats, completions, maintenance, the waits' subscription, a few to spare.
 OWN_CONNECTIONS = 8
@@ -410,6 +416,7 @@ class _Session:
             self._handler_done,
             worker.log_jobs,
             worker.job_log_level,
+            self,
         )
 
     def request_stop(self, immediate: bool) -> None:
@@ -552,6 +559,38 @@ class _Session:
         execution = Execution(self.runtime, job)
         self.executions[job.id] = execution
         execution.task.add_done_callback(lambda task: self._finished(job.id, task))
+
+    # -- a completion's call that claims for the slot it frees (executor.HandOver) --
+    @property
+    def worker_id(self) -> str:
+        return self.worker.id
+
+    def wanted(self) -> bool:
+        """A completed job's call claims the job for its slot when the fetch loop
+        would claim exactly that slot's job next: a lone queue at a concurrency of
+        at most COMPLETE_AND_CLAIM_UP_TO, with backlog at its last claim, not
+        stopping, every other slot busy."""
+        return (
+            self.pool is None
+            and self.concurrency <= COMPLETE_AND_CLAIM_UP_TO
+            and not self._short
+            and not self.stopping.is_set()
+            and self.handling == self.concurrency
+            and self.reserved == 0
+        )
+
+    async def claimed(self, jobs: list[Job]) -> None:
+        """Start the jobs a completion's call claimed (its slot is still held); a
+        short claim means no backlog: the fetch loop waits on the doorbell next."""
+        self.fetcher.note(jobs)
+        if self.stopping.is_set():  # claimed as the stop came: give them back at once
+            # (awaited by the completed job's execution, which shutdown waits for)
+            await asyncio.gather(*(self._release(job) for job in jobs))
+            return
+        for job in jobs:
+            self._start(job)
+        if not jobs:
+            self._short = True
 
     @property
     def lends(self) -> bool:

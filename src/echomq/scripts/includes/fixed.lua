@@ -417,6 +417,15 @@ function META.flush()
   if n > 0 then redis.call("HSET", K_META, unpack(fields, 1, n)) end
 end
 
+-- A script that makes two transitions in one call (completeClaim.lua: a
+-- completion, then a claim) starts the second as a call of its own would:
+-- the first's meta counters written, every include's per-call state reset,
+-- so the second reads what the first wrote and keeps nothing of its buffers.
+function META.next_transition()
+  META.flush()
+  for i = 1, #call_resets do call_resets[i]() end
+end
+
 -- The last thing every call runs, on its reply (the wrapper adds it).
 local function end_call(reply)
   META.flush()

@@ -1,0 +1,54 @@
+-- completeClaim: complete one or more jobs (completeMany.lua), then claim up
+-- to n jobs (claim.lua), in one call: a worker whose slots are all busy asks
+-- for its next job with the completion that frees a slot (BullMQ's
+-- moveToFinished fetching the next job), one round trip per job.
+-- The two are the same Lua as completeMany and claim (includes/completion.lua
+-- LEASE.complete, includes/rotation.lua Rotation.claim), run one after the
+-- other as two transitions: the claim starts as a call of its own would
+-- (META.next_transition), so it sees every write of the completion (the
+-- slot given back, the dependents released, a parked lane put back).
+--
+-- Read before write: each transition reads every key it touches before its
+-- own first write; the claim's reads come after the completion's writes. A
+-- claim stopped by a key that is not local (a slot migrating key by key)
+-- leaves the completion done and nothing of the claim written: the queue is
+-- as a completion alone leaves it, and the call sent again completes nothing
+-- twice (a completion retried by the same lease answers its finish time
+-- again) and claims then (docs/design.md §8).
+--
+-- A completion refused (the job gone, the lease lost) does not stop the
+-- claim: the caller's slot is free either way (the job is no longer its to
+-- run), and the claim is what it asked for.
+--
+-- KEYS: the fixed keys (includes/fixed.lua)
+-- ARGV[1..6]  the option block (includes/fixed.lua)
+-- ARGV[7]     the jobs to complete, as completeMany.lua's ARGV[7]
+-- ARGV[8]     n: most jobs to claim (>= 1)
+-- ARGV[9]     lease_ms: lease length
+-- ARGV[10]    the claiming worker's id ("" or absent: not a worker)
+--
+-- Returns: {completions, claim}: completions as completeMany.lua returns
+--          them (one value per job), claim as claim.lua returns it.
+-- @include fixed
+-- @include keys
+-- @include clock
+-- @include events
+-- @include lanes
+-- @include renumber
+-- @include controls
+-- @include batch
+-- @include tags
+-- @include dedupe
+-- @include logs
+-- @include metrics
+-- @include retention
+-- @include lease
+-- @include time
+-- @include readers
+-- @include dependencies
+-- @include completion
+-- @include rotation
+
+local completions = LEASE.complete(cjson.decode(ARGV[7]))
+META.next_transition()
+return {completions, Rotation.claim(tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10] or "")}
