@@ -46,7 +46,11 @@
 -- listBatches.lua skips them meanwhile. Only createBatch.lua touches the
 -- index: a queue that makes no batch has none (DESIGN §9).
 local Batch = {}
-on_call(function() Batch.seen = {} end)
+-- Batch.seen: batch id -> what this call read of it (false: no such batch);
+-- made afresh only after a call that read a batch (a table made per call is
+-- garbage the server's Lua collector pays for)
+Batch.seen = {}
+on_call(function() if next(Batch.seen) ~= nil then Batch.seen = {} end end)
 
 Batch.MAX_CHILDREN = 100000
 Batch.SWEEP = 3  -- index entries each createBatch.lua call looks at (bounded work)

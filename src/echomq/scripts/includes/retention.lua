@@ -175,8 +175,9 @@ end
 -- Delete the jobs read_prune chose; returns how many. The completed jobs its
 -- keeper held for their readers go to the newest end of the set (includes/readers.lua).
 local function apply_prune(zkey, victims)
-  for _, entry in ipairs(victims.forget or {}) do
-    call_chunked("SREM", entry[1], entry[2], 1)
+  local forget = victims.forget
+  for i = 1, forget and #forget or 0 do
+    call_chunked("SREM", forget[i][1], forget[i][2], 1)
   end
   if victims.held and #victims.held > 0 then
     local pairs_ = {}
@@ -186,7 +187,8 @@ local function apply_prune(zkey, victims)
     end
     redis.call("ZADD", zkey, "XX", unpack(pairs_))
   end
-  for _, key in ipairs(victims.drop or {}) do redis.call("DEL", key) end
+  local drop = victims.drop
+  for i = 1, drop and #drop or 0 do redis.call("DEL", drop[i]) end
   if #victims == 0 then return 0 end
   for _, id in ipairs(victims) do
     local tg = victims.tags and victims.tags[id]
