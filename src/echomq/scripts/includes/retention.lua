@@ -66,11 +66,18 @@ end
 -- PRUNE_BUDGET. ``adding`` lists the ids this call is about to add to the set
 -- (scored now, so newer than every job there): they count towards the count
 -- limit and are pruned last. ``keeper`` (READERS of includes/readers.lua, for
--- the completed set) keeps the jobs a dependent may still read. Reads only.
-local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper)
+-- the completed set) keeps the jobs a dependent may still read. ``floor``: a
+-- time (ms) no job of the set finished before, if the caller knows one (then
+-- a set whose jobs are all too young is not read for age). Reads only.
+local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper, floor)
   adding = adding or {}
-  local victims = redis.call("ZRANGEBYSCORE", zkey, "-inf", "(" .. fmt(now - keep_ms),
-    "LIMIT", 0, PRUNE_BUDGET)
+  local victims
+  if floor and floor >= now - keep_ms then
+    victims = {}
+  else
+    victims = redis.call("ZRANGEBYSCORE", zkey, "-inf", "(" .. fmt(now - keep_ms),
+      "LIMIT", 0, PRUNE_BUDGET)
+  end
   local existing = redis.call("ZCARD", zkey)
   local excess = existing + #adding - #victims - keep_count
   local room = PRUNE_BUDGET - #victims
@@ -162,7 +169,9 @@ local function read_prune_completed(now, adding, keeper)
     and size + (total - at) + #adding <= keep_count then
     return parsed.none
   end
-  local victims = read_prune(K_COMPLETED, keep_ms, keep_count, now, adding, keeper)
+  -- (<oldest> stays a bound of the set however old "pc" is: the set is not
+  -- read for age while it is young enough)
+  local victims = read_prune(K_COMPLETED, keep_ms, keep_count, now, adding, keeper, oldest)
   if #victims == 0 then
     -- nothing due now: note until when (the set's oldest job: kept ones count)
     local first = redis.call("ZRANGE", K_COMPLETED, 0, 0, "WITHSCORES")
