@@ -76,7 +76,8 @@ function LEASE.complete(items)
     end
   end
   if #done_ids == 0 then return out end
-  local victims = read_prune_completed(now, done_ids, READERS)
+  -- (a job has readers only where some job has dependents: the letter d)
+  local victims = read_prune_completed(now, done_ids, META.uses("fd") and READERS or nil)
   local releases = parents and read_releases(parents, RELEASE_BUDGET + #parents, {})
   if OPT.metrics then Metrics.read_ended(now) end
   -- write phase
