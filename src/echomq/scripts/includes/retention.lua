@@ -113,8 +113,8 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper, floor)
     for _, id in ipairs(victims) do
       local f = read_key("HMGET", job_key(id), "tg", "s", "lg")
       tags[id], logs[id] = f[1] or nil, f[3] and true or nil
-      Tags.read(tags[id])  -- the indexes it leaves (a job without tags: none)
-      Logs.read_gone(id, f[3])  -- its log (a job that logged nothing: none)
+      if f[1] then Tags.read(f[1]) end  -- the indexes it leaves
+      if f[3] then Logs.read_gone(id, f[3]) end  -- its log
     end
     victims.existing, victims.tags, victims.logs = existing, tags, logs
     return victims
@@ -199,9 +199,10 @@ local function apply_prune(zkey, victims)
   local drop = victims.drop
   for i = 1, drop and #drop or 0 do redis.call("DEL", drop[i]) end
   if #victims == 0 then return 0 end
-  for _, id in ipairs(victims) do
-    local tg = victims.tags and victims.tags[id]
-    if tg then Tags.unindex(id, tg) end
+  local tags = victims.tags
+  for i = 1, tags and next(tags) ~= nil and #victims or 0 do
+    local tg = tags[victims[i]]
+    if tg then Tags.unindex(victims[i], tg) end
   end
   for i = 1, #victims, 500 do
     local hashes = {}
