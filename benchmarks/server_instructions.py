@@ -11,6 +11,9 @@ not. This starts a private Valkey under ``valgrind --tool=callgrind`` (about
 - ``drain_Ir_per_job``: a drain of ``--jobs`` no-op jobs by ``echomq.Worker``
   at ``--concurrency`` (per job; start-up and shutdown included).
 
+``--stored-setting``: the same on a queue with a stored setting
+(``event_stream_length`` 0, so no events), which every call reads.
+
 Counts include everything the server does for the calls (reading the
 request, the script, the reply). To compare two versions, run it under each
 (``PYTHONPATH=…/src``); the same version's runs differ by about 1-2 %.
@@ -107,13 +110,21 @@ class GrindServer:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-async def measure(server: GrindServer, jobs: int, calls: int, concurrency: int) -> dict[str, float]:
+async def measure(
+    server: GrindServer, jobs: int, calls: int, concurrency: int, stored: bool = False
+) -> dict[str, float]:
     raw = redis.Redis(port=server.port)
     q = Queue(QUEUE, server.url)
     out: dict[str, float] = {}
+
+    async def fresh() -> None:
+        raw.flushall()
+        if stored:  # a queue with a stored setting (events off)
+            await q.configure(event_stream_length=0)
+
     try:
         await q.add("noop")  # the library loaded before counting
-        raw.flushall()
+        await fresh()
         server.zero()
         for _ in range(calls):
             await q.add("noop")
@@ -126,7 +137,7 @@ async def measure(server: GrindServer, jobs: int, calls: int, concurrency: int) 
         for job in leased:
             await q.complete(job, None)
         out["complete_Ir"] = server.read() / calls
-        raw.flushall()
+        await fresh()
         for start in range(0, jobs, 1000):
             await q.add_many(
                 [{"name": "noop", "data": i} for i in range(start, min(jobs, start + 1000))]
@@ -147,11 +158,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--label", default="", help="names the run in the output")
     parser.add_argument("--keep", action="store_true", help="keep the callgrind dumps")
+    parser.add_argument(
+        "--stored-setting",
+        action="store_true",
+        help="the queue has a stored setting (event_stream_length 0: no events)",
+    )
     args = parser.parse_args()
     server = GrindServer()
     try:
-        figures = asyncio.run(measure(server, args.jobs, args.calls, args.concurrency))
+        figures = asyncio.run(
+            measure(server, args.jobs, args.calls, args.concurrency, args.stored_setting)
+        )
         result: dict[str, Any] = {"label": args.label, "echomq": echomq.__file__}
+        if args.stored_setting:
+            result["stored_setting"] = True
         result.update({k: round(v) for k, v in figures.items()})
         if args.keep:
             result["dumps"] = server.dumps
