@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import anyio
 import httpx
 import pytest
 import uvicorn
@@ -20,6 +21,14 @@ from echomq import SyncQueue
 from echomq.web.app import create_app
 
 START_TIMEOUT = 10.0
+
+# anyio imports its file module on first use (a lazy attribute). Made in the
+# server's thread while the test's thread compiles a module, that import went
+# through pytest's assertion rewriting (ast.parse) in two threads at once,
+# which CPython 3.11 can fail ("AST constructor recursion depth mismatch"):
+# the page's FileResponse then broke off mid-response. Imported here, once,
+# in the main thread.
+_ = anyio.open_file
 
 
 @dataclass
