@@ -10,10 +10,11 @@ its queue first connects (the greeting, Engine.check_format), and
 - accepts its own format;
 - upgrades an older one, or a queue with no version (written by echomq 0.1.0,
   whose layout is format 1, or not written yet), in one bounded script
-  (scripts/upgrade.lua: to format 3 it writes the feature word, from format
-  1 it also moves the default lane's two counts into the meta hash; it writes
-  nothing where nothing is stored). Until a queue says 3 the scripts treat it
-  as format 1: they read every feature's keys, as format 1 always did.
+  (scripts/upgrade.lua: from format 1 or 2 it writes the feature word, from
+  format 1 it also moves the default lane's two counts into the meta hash,
+  from format 3 it adds the tags letter to the word; it writes nothing where
+  nothing is stored). Until a queue says 4 the scripts treat it as format 1:
+  they read every feature's keys, as format 1 always did.
 
 Scripts go as functions of a library named by a hash of its text (or, on a
 server without functions, by their SHA1), so the code's name is its content:
@@ -30,7 +31,7 @@ from typing import Any
 from echomq.errors import FormatTooNew
 
 #: the format this client reads and writes.
-FORMAT = 3
+FORMAT = 4
 #: the meta hash field that holds it.
 FORMAT_FIELD = "v"
 

@@ -299,3 +299,38 @@ def test_a_completion_and_claim_in_one_call_cost_the_two_less_one_fcall(
     print(f"\ncomplete_and_claim {sum(combined.values())}: {dict(sorted(combined.items()))}")
     assert combined == +apart, f"combined {dict(combined)}, apart {dict(apart)}"
     assert sum(combined.values()) <= COMPLETE_CLAIM_CEILING
+
+
+def _pruning_completion(q: SyncQueue, client: redis.Redis | RedisCluster) -> Counter[str]:
+    """The commands of a completion that prunes one job for the count (keep_completed 2)."""
+    for _ in range(3):
+        q.complete(q.claim(1)[0], None)
+    [job] = q.claim(1)
+    return commands_run(client, lambda: q.complete(job, None))
+
+
+def test_a_pruning_completion_reads_no_pruned_job_without_tags_or_logs(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """Format 4's letter t: a completion that prunes a job reads the pruned job's
+    fields (its tags' indexes, its log) only on a queue where some job has tags or
+    a log; a queue that tagged a job pays one HMGET per pruned job. On a cluster
+    every pruned job is read, whatever its queue holds (read before write: a slot
+    migration may have moved its hash)."""
+    plain = make_sync(queue_name + "-plain", keep_completed=2)
+    plain.add_many([{"name": "job", "data": i} for i in range(6)])
+    untagged = _pruning_completion(plain, redis_client)
+    # the meta hash and the completed job (its lease), none for the pruned job
+    # but on a cluster
+    cluster = isinstance(redis_client, RedisCluster)
+    assert untagged["hmget"] == (3 if cluster else 2), dict(untagged)
+    if cluster:
+        return
+    assert plain.stats().counts["completed"] == 2
+    tagged = make_sync(queue_name + "-tagged", keep_completed=2)
+    tagged.add("tagged", 1, tags={"customer": "42"})
+    tagged.add_many([{"name": "job", "data": i} for i in range(5)])
+    with_tags = _pruning_completion(tagged, redis_client)
+    assert with_tags["hmget"] == untagged["hmget"] + 1, (dict(untagged), dict(with_tags))
+    index = "emq:{" + queue_name + "-tagged}:tag:customer=42"
+    assert redis_client.exists(index) == 0  # the pruned job left its index (its last entry)

@@ -1,12 +1,12 @@
-"""Stored formats 1 and 2 -> 3 (docs/design.md §9, issue 29).
+"""Stored formats 1, 2 and 3 -> 4 (docs/design.md §9, issues 29 and 35).
 
 A queue is written by the code of the last commit of an older format (taken
 from git history into a temporary directory and run in a subprocess, so the
 older scripts are the real ones), holding waiting, delayed, active, retrying,
 blocked, dead and completed jobs, a stored setting, a lane weight and a lane
-cap. The first format-3 queue object that connects upgrades it; then every
+cap. The first format-4 queue object that connects upgrades it; then every
 job is readable, the feature word and the default lane's counts are where
-format 3 reads them, and the queue drains in order with every job run once,
+format 4 reads them, and the queue drains in order with every job run once,
 the cap and the weight obeyed.
 
 Clients of both formats running side by side while the queue is upgraded:
@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import SyncQueue
+from echomq import SyncQueue, storage
 from echomq.keys import QueueKeys
 
 #: the last commit whose code writes each older stored format
-FORMAT_COMMITS = {1: "e28804d", 2: "3d73bcb"}
+FORMAT_COMMITS = {1: "e28804d", 2: "3d73bcb", 3: "ae3cfc0"}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -121,15 +121,20 @@ def test_an_older_queue_is_upgraded_and_drains_in_order(
     assert redis_client.hget(keys.meta, "v") == str(stored)
     if stored == 1:  # the default lane's count: in the lane controls' hash
         assert redis_client.hget(keys.lanectl, "a:") == "1"
-    else:  # in the meta hash, beside format 2's mark fields
+    elif stored == 2:  # in the meta hash, beside format 2's mark fields
         assert redis_client.hget(keys.meta, "a:") == "1"
         assert {"fs", "fl", "fg"} <= set(redis_client.hgetall(keys.meta))
+    else:  # in the meta hash; the feature word without format 4's tags letter
+        assert redis_client.hget(keys.meta, "a:") == "1"
+        assert "t" not in str(redis_client.hget(keys.meta, "f"))
     with SyncQueue(queue_name, backend_url) as q:
         assert q.get(ids["active"]) is not None  # the first call: the greeting upgrades
         meta = redis_client.hgetall(keys.meta)
-        assert meta["v"] == "3"
+        assert meta["v"] == str(storage.FORMAT)
         # the word: a setting, a lane control, a weight, no waiter; every job letter
-        assert set(meta["f"]) == set("scw") | set("kgdob")
+        # (format 3 knew which of them its jobs held; format 4 adds tags)
+        job_letters = set("gdt") if stored == 3 else set("kgdobt")
+        assert set(meta["f"]) == set("scw") | job_letters
         assert not {"fs", "fl", "fg", "fw"} & set(meta)
         assert meta["a:"] == "1" and redis_client.hget(keys.lanectl, "a:") is None
         probe = q.get(q.add("probe"))  # the stored setting is still obeyed (its letter: s)
@@ -179,7 +184,7 @@ def test_an_older_queue_is_upgraded_and_drains_in_order(
         assert redis_client.hget(keys.lanectl, "a:") is None
 
 
-def test_a_new_queue_is_written_in_format_3_and_the_greeting_writes_nothing_before(
+def test_a_new_queue_is_written_in_the_current_format_and_the_greeting_writes_nothing_before(
     backend_url: str, queue_name: str, redis_client: redis.Redis
 ) -> None:
     keys = QueueKeys(queue_name)
@@ -187,5 +192,49 @@ def test_a_new_queue_is_written_in_format_3_and_the_greeting_writes_nothing_befo
         assert q.stats().counts["waiting"] == 0  # the greeting ran: nothing was stored
         assert redis_client.exists(keys.meta) == 0
         q.add("j")
-        assert redis_client.hget(keys.meta, "v") == "3"
+        assert redis_client.hget(keys.meta, "v") == str(storage.FORMAT)
         assert redis_client.hget(keys.meta, "f") == ""  # the feature word: nothing used
+
+
+BUILD_TAGGED = r"""
+import json, sys
+from echomq import SyncQueue
+
+url, name = sys.argv[1], sys.argv[2]
+with SyncQueue(name, url) as q:
+    tagged = q.add("tagged", 1, tags={"customer": "42"})
+    [job] = q.claim(1)
+    q.complete(job, None)
+    print(json.dumps(tagged))
+"""
+
+
+def test_tags_a_format_3_client_wrote_leave_their_index_when_pruned_after_the_upgrade(
+    tmp_path: Path, backend_url: str, queue_name: str, redis_client: redis.Redis
+) -> None:
+    """Format 3 knew no tags letter: the upgrade to 4 sets it, so a completion that
+    prunes a tagged job a format-3 client wrote still takes it out of its index."""
+    source = older_source(tmp_path, FORMAT_COMMITS[3])
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD_TAGGED, backend_url, queue_name],
+        env={**os.environ, "PYTHONPATH": str(source)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    tagged = json.loads(done.stdout.strip().splitlines()[-1])
+    keys = QueueKeys(queue_name)
+    index = "emq:{" + queue_name + "}:tag:customer=42"
+    assert redis_client.hget(keys.meta, "v") == "3"
+    assert "t" not in str(redis_client.hget(keys.meta, "f"))
+    assert redis_client.zscore(index, tagged) is not None
+    with SyncQueue(queue_name, backend_url, keep_completed=1) as q:
+        q.add("plain", 1)
+        [job] = q.claim(1)
+        q.complete(job, None)  # prunes the tagged job for the count
+        assert q.get(tagged) is None
+    assert "t" in str(redis_client.hget(keys.meta, "f"))
+    assert redis_client.exists(index) == 0

@@ -1,4 +1,4 @@
-"""The upgrade from stored formats 1 and 2 to 3 under load, both versions running
+"""The upgrade from stored formats 1, 2 and 3 to 4 under load, both versions running
 (docs/design.md §9, issue 29).
 
 An older queue is built by the older format's real code (test_format_upgrade's
@@ -10,7 +10,7 @@ lane cap, a paused lane and a schedule. Then, in separate processes:
    upgrade; an old producer and an old worker (slower than the producer, so
    a backlog in every lane and tier spans the upgrade) run on the queue;
 2. a new producer and a new worker (this code) start: the first of them to
-   greet the queue upgrades it to format 3, while the old ones keep adding,
+   greet the queue upgrades it to format 4, while the old ones keep adding,
    claiming, completing and maintaining (as a rolling deploy leaves them until
    they are restarted);
 3. an old client that connects after the upgrade refuses, loudly
@@ -51,7 +51,7 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import SyncQueue
+from echomq import SyncQueue, storage
 from echomq.keys import QueueKeys
 from integration.test_format_upgrade import FORMAT_COMMITS, build_older_queue
 
@@ -68,7 +68,7 @@ OLD_WORK = 0.02
 #: a producer or worker of either version (its code is the one on PYTHONPATH):
 #: records what it adds ("added") and what it runs ("runs") as JSON in Redis lists
 CLIENT = r"""
-import json, sys, time
+import json, os, sys, time
 from urllib.parse import urlsplit
 
 import redis
@@ -77,6 +77,7 @@ from redis.cluster import RedisCluster
 from echomq import LeaseLost, SyncQueue
 
 url, name, role, side = sys.argv[1:5]
+NEW = os.environ["ECHOMQ_TEST_NEW_FORMAT"]  # the format the new code writes
 work = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0  # a worker's handler: seconds a job
 if "+cluster://" in url:
     at = urlsplit(url)
@@ -97,7 +98,7 @@ with SyncQueue(name, url) as q:
         [job] = q.claim(1, lease=60)
         r.rpush(f"{name}:held", job.id)
         deadline = time.monotonic() + 30
-        while r.hget("emq:{" + name + "}:meta", "v") != "3" and time.monotonic() < deadline:
+        while r.hget("emq:{" + name + "}:meta", "v") != NEW and time.monotonic() < deadline:
             time.sleep(0.01)
         run = [job.id, side, job.name, job.group or "", job.priority, job.score]
         r.rpush(f"{name}:runs", json.dumps(run))
@@ -186,7 +187,11 @@ def _clients(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     def start(source: Path, *args: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
             [sys.executable, "-c", CLIENT, *args],
-            env={**os.environ, "PYTHONPATH": str(source)},
+            env={
+                **os.environ,
+                "PYTHONPATH": str(source),
+                "ECHOMQ_TEST_NEW_FORMAT": str(storage.FORMAT),
+            },
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -238,7 +243,7 @@ def _under_load(
 ) -> int:
     """Phases 1-4: the old producer and worker, then the new ones (which upgrade the
     queue), a late old client, the workers' stop, a backlog, the producers' stop.
-    Returns how many jobs the old producer had added when the queue said 3."""
+    Returns how many jobs the old producer had added when the queue was upgraded."""
     meta = QueueKeys(name).meta
     stored = r.hget(meta, "v")
     # 1. the older version alone; one old client holds a job of the default lane
@@ -257,15 +262,16 @@ def _under_load(
     new_producer = start(SRC, url, name, "producer", "new")
     new_worker = start(SRC, url, name, "worker", "new")
     running += [new_producer, new_worker]
-    _wait_until(lambda: r.hget(meta, "v") == "3", "the upgrade", running)
+    _wait_until(lambda: r.hget(meta, "v") == str(storage.FORMAT), "the upgrade", running)
     added_before = _count(_added(r, name), "old")
     runs_before = _count(_runs(r, name), "old")
     # 3. an older client that connects now refuses, loudly, writing nothing
     late = start(old, url, name, "late", "late")
     late.wait(timeout=PHASE_TIMEOUT)
     refusal = _output(late)
-    assert late.returncode != 0, "an older client wrote to a format-3 queue"
-    assert "FormatTooNew" in refusal and "stored in format 3" in refusal, refusal
+    assert late.returncode != 0, "an older client wrote to a newer queue"
+    assert "FormatTooNew" in refusal, refusal
+    assert f"stored in format {storage.FORMAT}" in refusal, refusal
     assert "upgrade echomq" in refusal, refusal
 
     def mixed() -> bool:
@@ -383,7 +389,7 @@ def test_an_older_queue_is_upgraded_while_both_versions_run(
         _once(runs)
         assert {run.job_id for run in runs} == expected
         _readable(q, ids, added)
-    # the default lane's active count (format 3 keeps it in the meta hash): the
+    # the default lane's active count (format 4 keeps it in the meta hash): the
     # holder's job was counted there by the upgrade, and given back by the old
     # code where the old code keeps it. Maintenance finds no job active and
     # corrects it (docs/design.md §9)

@@ -230,6 +230,7 @@ for i, job in ipairs(jobs) do
     end
     if job[14] ~= "" then
       fields[n + 1], fields[n + 2], n = "tg", job[14], n + 2
+      META.mark("ft")
       Tags.index(id, job[14], created_at)
     end
     local bid = job[16]

@@ -4,11 +4,14 @@
 -- echomq.sending.sender). A constant number of commands: it reads the fixed
 -- keys' sizes and a few fields, never a whole key of unbounded size.
 --
--- Format 1 or 2 -> 3 (nothing else moves: jobs, lanes and sets keep their layout):
+-- Format 3 -> 4: the feature word gains the letter t (tags: a job may hold
+-- them), nothing else; format 4 is format 3 with that letter kept exact.
+--
+-- Format 1 or 2 -> 4 (nothing else moves: jobs, lanes and sets keep their layout):
 -- * the feature word "f" (includes/fixed.lua): s if a setting is stored, c if
 --   K_LANECTL holds a lane control, a parked lane or its bookkeeping (a hash
 --   of more than SCAN_MAX fields is taken to), w if a weight is stored, a
---   if a client waits, and every job letter (k g d o b): whether some job
+--   if a client waits, and every job letter (k g d o b t): whether some job
 --   holds such a field is not known. Format 2's mark fields (fs fl fg fw)
 --   go; rq is written if the arrival counter is past 2^31 or a renumbering
 --   runs;
@@ -34,12 +37,19 @@ local CONTROL = {["c:"] = true, ["r:"] = true, ["p:"] = true, ["m:"] = true, ["t
 
 local v = redis.call("HGET", K_META, "v")
 if v and tonumber(v) >= tonumber(FORMAT) then return v end
+if v == "3" then
+  -- format 3 -> 4: the word gains t (whether some job holds tags is not known)
+  local word = redis.call("HGET", K_META, "f") or ""
+  if not string.find(word, "t", 1, true) then word = word .. "t" end
+  redis.call("HSET", K_META, "v", FORMAT, "f", word)
+  return FORMAT
+end
 if redis.call("EXISTS", K_META, K_SETTINGS, K_LANECTL, K_WEIGHTS, K_WAITERS, K_SERVED) == 0 then
   return ""
 end
 local from = tonumber(v) or 1
 local marks = {"v", FORMAT}
-local word = "kgdob"
+local word = "kgdobt"
 if redis.call("HLEN", K_SETTINGS) > 0 then word = word .. "s" end
 if redis.call("HLEN", K_WEIGHTS) > 0 then word = word .. "w" end
 if redis.call("EXISTS", K_WAITERS) == 1 then word = word .. "a" end

@@ -25,7 +25,7 @@
 --                      activity), ev (events given), pc (the completed set's
 --                      pruning bounds: includes/retention.lua), bs (where
 --                      the sweep of the batches' index goes on: includes/batch.lua);
---                      since format 2 also the feature marks (format 3: the word f), the
+--                      since format 2 also the feature marks (since format 3: the word f), the
 --                      timed sets' bounds td tx, the default lane's counts
 --                      a: s: (all below) and rq (includes/lanes.lua note_high_counter);
 --                      counters are written once per call (META below)
@@ -90,7 +90,7 @@ local K_BLOCKED, K_RELEASING, K_CANCELLED
 local PREFIX
 -- The stored-format version (echomq.storage.FORMAT; tests/unit/test_storage.py
 -- checks the two agree). The first add writes it into the meta hash as "v".
-local FORMAT = "3"
+local FORMAT = "4"
 -- The options every script obeys: the queue's stored settings (K_SETTINGS,
 -- written by configure.lua; echomq/settings.py names the fields), each
 -- falling back to the calling client's option block, so every client of the
@@ -254,11 +254,11 @@ function META.value(name)
 end
 
 -- Features (DESIGN §9: a feature costs only the queues that use it). A queue
--- in stored format 3 (meta "v") keeps in its meta hash the feature word "f":
+-- stored in format 3 or later (meta "v") keeps in its meta hash the feature word "f":
 -- one letter for each feature whose state exists (or may), and a call reads
 -- a feature's keys, or a job's fields of it, only when its letter is there.
 -- The word is read with the call's other meta fields (FEATURES: a script
--- names them in its first META.read), and it is present on every format-3
+-- names them in its first META.read), and it is present on every such
 -- queue (META.stamp_new writes it with "v", "" on a plain queue), so a plain
 -- queue pays one field found near the hash's front: a field a small hash
 -- lacks costs a walk of the whole hash, one per mark when format 2 kept each
@@ -276,13 +276,16 @@ end
 --   fd  d  a job has dependents (field dn)
 --   fo  o  a job has a log (field lg, includes/logs.lua)
 --   fb  b  a job belongs to a batch (field b)
+--   ft  t  a job was added with tags (field tg, includes/tags.lua; since
+--          format 4: a completion that prunes reads no pruned job's fields
+--          on a queue with neither t nor o)
 -- A queue in an older format (written by an older echomq, or not written
 -- yet) has no word: every feature counts as used, and its keys are read as
 -- before; upgrade.lua writes the word (with every job letter: whether some
 -- job holds such a field is not known).
 META.FEATURES = {"v", "f"}
 META.LETTER = {fs = "s", fl = "c", fg = "w", fw = "a", fk = "k", fj = "g", fd = "d", fo = "o",
-  fb = "b"}
+  fb = "b", ft = "t"}
 
 -- Whether the queue may use feature ``mark`` (a name of META.LETTER).
 function META.uses(mark)
@@ -329,7 +332,7 @@ end
 
 -- A queue whose meta hash holds neither "v" nor "o" has no job written yet:
 -- a call that writes its first mark (configure, a lane control, a wait) makes
--- it format 3 there and then, so its marks are exact from the start (else
+-- it format FORMAT there and then, so its marks are exact from the start (else
 -- the first add, seeing no "v", would take it for an older format).
 function META.stamp_format()
   if not META.value("v") and not META.value("o") then META.stamp_new() end

@@ -33,6 +33,25 @@ end
 local slot_stable  -- per call: the server accepted a missing key with another: the slot is stable
 on_call(function() slot_stable = false end)
 
+-- Whether this server is a cluster node: only there can a slot migrate, so
+-- only there does a read that a migration needs, and nothing else, have to
+-- run. Asked once (CLUSTER MYID, which a server without cluster support
+-- refuses with an error saying so; any other error, NOPERM say, counts as a
+-- cluster) and kept in META.cluster for as long as the server keeps the
+-- library loaded: a server cannot turn cluster mode on or off while it runs.
+-- (Sent by EVALSHA, on a server without functions, a script asks at most once
+-- per call, where it would have read a key instead.)
+function META.in_cluster()
+  local known = META.cluster
+  if known == nil then
+    local reply = redis.pcall("CLUSTER", "MYID")
+    known = not (type(reply) == "table" and reply.err
+      and string.find(reply.err, "cluster support disabled", 1, true) ~= nil)
+    META.cluster = known
+  end
+  return known
+end
+
 -- Nothing found: a reply of nil, 0, only nils, an empty list or an empty scan page.
 local function finds_nothing(reply)
   if reply == false or reply == 0 then return true end
@@ -46,6 +65,10 @@ end
 
 local function confirm_missing(key)
   if slot_stable then return end
+  if not META.in_cluster() then
+    slot_stable = true
+    return
+  end
   local reply = redis.pcall("EXISTS", K_META, key)
   if type(reply) == "table" and reply.err then
     try_again(key .. " is not on this node yet: " .. reply.err)

@@ -108,9 +108,14 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper, floor)
     victims = kept
   end
   if not keeper then
-    -- (with s, which every job has: a job without tags is found, not probed)
+    -- (with s, which every job has: a job without tags is found, not probed.
+    -- Read before write: on a cluster every pruned job's hash is read, for a
+    -- migration may have moved it (includes/keys.lua); elsewhere, on a queue
+    -- none of whose jobs has tags or a log (letters t and o), none is)
     local tags, logs = {}, {}
-    for _, id in ipairs(victims) do
+    local read = META.uses("ft") or META.uses("fo") or META.in_cluster()
+    for i = 1, read and #victims or 0 do
+      local id = victims[i]
       local f = read_key("HMGET", job_key(id), "tg", "s", "lg")
       tags[id], logs[id] = f[1] or nil, f[3] and true or nil
       if f[1] then Tags.read(f[1]) end  -- the indexes it leaves
