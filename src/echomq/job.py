@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import inspect
 import reprlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -102,6 +102,31 @@ def _non_finite(value: Any) -> float | None:
 
 def decode_payload(raw: str | None) -> Any:
     return None if raw is None or raw == "" else orjson.loads(raw)
+
+
+#: the fields a payload longer than one listpack value is stored in, in order
+#: (scripts/includes/text.lua: "d" its first piece, then "d2" … "d16")
+PAYLOAD_PIECES = ("d", *(f"d{i}" for i in range(2, 17)))
+
+
+def join_pieces(values: Sequence[str | None]) -> str | None:
+    """A payload's text from its PAYLOAD_PIECES' values in order (None: absent)."""
+    if not values or values[0] is None:
+        return None
+    pieces: list[str] = []
+    for piece in values:
+        if piece is None:
+            break
+        pieces.append(piece)
+    return "".join(pieces)
+
+
+def payload_text(h: Mapping[str, str]) -> str | None:
+    """A job's stored payload text from its hash: field ``d``, joined with the
+    pieces that follow it when the payload was stored in pieces."""
+    if "d2" not in h:
+        return h.get("d")
+    return join_pieces([h.get(name) for name in PAYLOAD_PIECES])
 
 
 @lru_cache(maxsize=4096)
@@ -254,7 +279,7 @@ class Job:
         return cls(
             id=job_id,
             name=get("n", ""),
-            data=decode_payload(get("d")),
+            data=decode_payload(payload_text(h)),
             priority=_int(get("p")),
             group=group_of(get("g", "")),
             state=state,

@@ -38,7 +38,7 @@ from echomq.errors import (
     OrderingMismatch,
     raise_for_code,
 )
-from echomq.job import Job, encode_payload
+from echomq.job import PAYLOAD_PIECES, Job, encode_payload, join_pieces
 from echomq.keys import group_of, lane_of
 from echomq.lanecontrols import UNSET, Unset
 from echomq.options import (
@@ -375,8 +375,10 @@ class JobCalls(EngineBase):
         short = LONG_FIELDS.get(name) if isinstance(name, str) else None
         if short is None:
             raise InvalidOption(f"field {name!r:.40} is not one of {', '.join(LONG_FIELDS)}")
-        target = job_id if names_a_job(job_id) else ""
-        return Call(parse=lambda raw: raw, command=("HGET", self.keys.job(target), short))
+        key = self.keys.job(job_id if names_a_job(job_id) else "")
+        if short == "d":  # a payload may be stored in pieces (echomq.job.PAYLOAD_PIECES)
+            return Call(parse=join_pieces, command=("HMGET", key, *PAYLOAD_PIECES))
+        return Call(parse=lambda raw: raw, command=("HGET", key, short))
 
     def change(
         self,

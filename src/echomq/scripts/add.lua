@@ -40,6 +40,7 @@
 --          "cancelled"} (nothing is written).
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes
@@ -205,8 +206,13 @@ for i, job in ipairs(jobs) do
     if run_at >= 0 then fire = run_at elseif delay > 0 then fire = now + delay end
     -- unset fields read as their defaults: a (attempts) 0, g (lane) the default lane
     local attempts = job[8] < 0 and (OPT.max_attempts or -job[8]) or job[8]
-    local fields = {"n", job[2], "d", job[3], "p", tier, "m", attempts, "c", created_at}
-    local n = 10
+    local fields, n
+    if #job[3] <= Text.PIECE then  -- (most payloads: one field, no call)
+      fields, n = {"n", job[2], "d", job[3], "p", tier, "m", attempts, "c", created_at}, 10
+    else
+      fields = {"n", job[2], "p", tier, "m", attempts, "c", created_at}
+      n = Text.put_payload(fields, 8, job[3])
+    end
     if lane ~= "" then
       fields[n + 1], fields[n + 2], n = "g", lane, n + 2
       META.mark("fj")  -- (the feature word, includes/fixed.lua: a job field check_lease reads)

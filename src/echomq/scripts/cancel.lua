@@ -18,6 +18,7 @@
 --          E_NOT_FOUND (-1).
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

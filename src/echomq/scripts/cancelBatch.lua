@@ -19,6 +19,7 @@
 --          E_NOT_FOUND (-1) for no such batch.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -38,6 +38,7 @@
 -- the turn as a buried one does, and is dropped (event and meta "lost").
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -31,6 +31,7 @@
 --          them (one value per job), claim as claim.lua returns it.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -18,6 +18,7 @@
 --          reply) answers with its finish time again.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

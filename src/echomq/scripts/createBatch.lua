@@ -16,6 +16,7 @@
 --          use (nothing is written then).
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

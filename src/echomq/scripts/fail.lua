@@ -19,6 +19,7 @@
 --          already failed (a retry after a lost reply) answers as before.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -22,6 +22,7 @@
 --          outcome per fire: the job id, "skipped:<why>", or "" (not this firer's).
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes
@@ -99,8 +100,9 @@ for i, f in ipairs(fires) do
       local attempts = tonumber(def.m)
       if attempts < 0 then attempts = OPT.max_attempts or -attempts end
       local score = fmt(arrival_score(order, tier, now))
-      local fields = {"n", def.n, "d", def.d, "p", tier, "m", attempts, "c", fmt(now),
+      local fields = {"n", def.n, "p", tier, "m", attempts, "c", fmt(now),
         "si", id, "sf", f[3], "s", "waiting", "sc", score}
+      Text.put_payload(fields, #fields, def.d)
       if lane ~= "" then
         fields[#fields + 1] = "g"
         fields[#fields + 1] = lane

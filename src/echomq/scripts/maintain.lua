@@ -23,6 +23,7 @@
 --   a claim was turned away by ends (includes/controls.lua)
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -12,6 +12,7 @@
 -- script records none.)
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include paging

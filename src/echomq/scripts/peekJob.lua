@@ -14,7 +14,8 @@
 --          boundary); cuts is {name, full size in bytes, ...} for each cut field.
 --          Work: one HKEYS, one HMGET, and an HSTRLEN for each field that may
 --          be cut (and an HGET for each longer than the preview: the server
---          reads it whole once, the reply carries only its first bytes).
+--          reads it whole once, the reply carries only its first bytes); a
+--          payload stored in pieces, one HMGET of them.
 -- @include fixed
 -- @include keys
 -- @include text
@@ -25,11 +26,26 @@ for i = 9, #ARGV do may_cut[ARGV[i]] = true end
 local names = redis.call("HKEYS", jk)
 if #names == 0 then return {} end
 local fields, cuts, short = {}, {}, {}
+-- a payload in pieces (includes/text.lua) is joined, then cut as one field
+local pieces = 0
+for _, name in ipairs(names) do pieces = math.max(pieces, Text.PIECE_AT[name] or 0) end
 for _, name in ipairs(names) do
-  local size = may_cut[name] and redis.call("HSTRLEN", jk, name) or 0
-  if size > preview then
+  local piece = pieces > 1 and Text.PIECE_AT[name]
+  local size = not piece and may_cut[name] and redis.call("HSTRLEN", jk, name) or 0
+  if piece == 1 then
+    local data = Text.join_payload(redis.call("HMGET", jk, unpack(Text.PIECE_NAMES, 1, pieces)))
     fields[#fields + 1] = name
-    fields[#fields + 1] = cut_utf8(redis.call("HGET", jk, name), preview)
+    if may_cut[name] and #data > preview then
+      fields[#fields + 1] = Text.cut_utf8(data, preview)
+      cuts[#cuts + 1] = name
+      cuts[#cuts + 1] = #data
+    else
+      fields[#fields + 1] = data
+    end
+  elseif piece then  -- (joined into "d")
+  elseif size > preview then
+    fields[#fields + 1] = name
+    fields[#fields + 1] = Text.cut_utf8(redis.call("HGET", jk, name), preview)
     cuts[#cuts + 1] = name
     cuts[#cuts + 1] = size
   else

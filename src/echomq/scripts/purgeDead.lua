@@ -8,6 +8,7 @@
 -- Returns: the list of ids deleted.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include tags

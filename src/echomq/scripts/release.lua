@@ -19,6 +19,7 @@
 --          E_LEASE_LOST (-2) if the caller no longer holds the lease.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -8,6 +8,7 @@
 -- Returns: 1 if the job existed and is gone, 0 if there was no such job.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -25,6 +25,7 @@
 -- Returns: {moved ids, kept ids (dead for their dependencies), ids looked at}.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include lanes

@@ -12,6 +12,7 @@
 --          0 when the wait is registered, E_NOT_FOUND (-1) for no such job.
 -- @include fixed
 -- @include keys
+-- @include text
 -- @include clock
 -- @include events
 -- @include tags

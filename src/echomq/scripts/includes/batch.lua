@@ -259,8 +259,8 @@ function Batch.fire(b, w, now)
   local id, lane = spec[1], spec[5]
   local fire = fmt(now + math.max(0, spec[6]))
   local attempts = spec[7] < 0 and (OPT.max_attempts or -spec[7]) or spec[7]
-  local fields = {"n", spec[2], "d", spec[3], "p", spec[4], "m", attempts, "c", fmt(now),
-    "b", "^" .. b.id, "s", "delayed", "at", fire}
+  local fields = {"n", spec[2], "p", spec[4], "m", attempts, "c", fmt(now), "b", "^" .. b.id}
+  Text.put_payload(fields, #fields, spec[3])
   if lane ~= "" then
     fields[#fields + 1] = "g"
     fields[#fields + 1] = lane
@@ -269,6 +269,8 @@ function Batch.fire(b, w, now)
     fields[#fields + 1] = "h"
     fields[#fields + 1] = spec[8]
   end
+  local n = #fields
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = "s", "delayed", "at", fire
   ring_if_earliest(fire)
   emit("added", id, lane, "nx", fire)
   redis.call("HSET", job_key(id), unpack(fields))

@@ -99,12 +99,12 @@ function Dedupe.replace(decision, spec, data, now)
     local fire = now + spec.window
     if spec.max_wait > 0 then fire = math.min(fire, decision.first + spec.max_wait) end
     local at = fmt(fire)
-    redis.call("HSET", jk, "d", data, "at", at)
+    Text.replace_payload(jk, data, "at", at)
     redis.call("ZADD", K_DELAYED, "XX", at, decision.kept)
     META.note("td", fire)
     return at
   end
-  redis.call("HSET", jk, "d", data)
+  Text.replace_payload(jk, data)
   return nil
 end
 

@@ -59,7 +59,7 @@ function Paging.row(id, preview)
     for i, name in ipairs(Paging.SUMMARY) do
       local v = values[i]
       if v then
-        if name == "e" and #v > preview then v = cut_utf8(v, preview) end
+        if name == "e" and #v > preview then v = Text.cut_utf8(v, preview) end
         row[#row + 1], row[#row + 2], h[name] = name, v, v
       end
     end

@@ -49,6 +49,17 @@ function Rotation.read_job(id)
     local k = at[flat[i]]
     if k then h[k] = flat[i + 1] end
   end
+  -- a payload in pieces (includes/text.lua) has a first piece of PIECE bytes,
+  -- or up to 3 fewer where a character did not fit: only then look for more
+  local first = h[2]
+  if first and #first > Text.PIECE - 4 and #first <= Text.PIECE then
+    local pieces = {first}
+    for i = 1, #flat, 2 do
+      local piece = Text.PIECE_AT[flat[i]]
+      if piece and piece > 1 then pieces[piece] = flat[i + 1] end
+    end
+    h[2] = Text.join_payload(pieces)
+  end
   return h, #flat > 0
 end
 
