@@ -54,7 +54,7 @@ def _fields(client: redis.Redis | RedisCluster, key: str) -> dict[str, str]:
 @contextmanager
 def _server_default_listpack(client: redis.Redis | RedisCluster) -> Iterator[None]:
     """The server's default hash-max-listpack-value (64) for the block."""
-    before = client.config_get("hash-max-listpack-value")["hash-max-listpack-value"]
+    before = str(client.config_get("hash-max-listpack-value")["hash-max-listpack-value"])
     client.config_set("hash-max-listpack-value", 64)
     try:
         yield
@@ -72,7 +72,7 @@ def test_every_reader_gets_the_payload_whole(sq: SyncQueue, redis_client: redis.
         assert preview is not None and preview.job.data == data and not preview.cut
     listed = {job.id: job.data for job in sq.jobs("waiting", count=100)}
     assert listed == dict(zip(ids, PAYLOADS, strict=True))
-    claimed = []
+    claimed: list[Any] = []
     while len(claimed) < len(ids):
         got = sq.claim(10)
         assert got, f"claimed {len(claimed)} of {len(ids)}"
