@@ -97,19 +97,25 @@ def build_older_queue(
     ``tmp_path / "src"``); ``more`` adds a paused lane with two jobs and a schedule.
     Returns the ids of the jobs it added, by kind."""
     source = older_source(tmp_path, FORMAT_COMMITS[stored])
-    env = {**os.environ, "PYTHONPATH": str(source)}
+    more_args = ["more"] if more else []
+    ids: dict[str, Any] = json.loads(run_older(source, BUILD_FORMAT_1, url, name, *more_args))
+    return ids
+
+
+def run_older(source: Path, script: str, *args: str) -> str:
+    """Run ``script`` (Python text) with the older code extracted at ``source``;
+    returns the last line it printed."""
     done = subprocess.run(
-        [sys.executable, "-c", BUILD_FORMAT_1, url, name, *(["more"] if more else [])],
-        env=env,
-        cwd=tmp_path,
+        [sys.executable, "-c", script, *args],
+        env={**os.environ, "PYTHONPATH": str(source)},
+        cwd=source.parent,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    ids: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return ids
+    return done.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("stored", sorted(FORMAT_COMMITS))
@@ -215,17 +221,7 @@ def test_tags_a_format_3_client_wrote_leave_their_index_when_pruned_after_the_up
     """Format 3 knew no tags letter: the upgrade to 4 sets it, so a completion that
     prunes a tagged job a format-3 client wrote still takes it out of its index."""
     source = older_source(tmp_path, FORMAT_COMMITS[3])
-    done = subprocess.run(
-        [sys.executable, "-c", BUILD_TAGGED, backend_url, queue_name],
-        env={**os.environ, "PYTHONPATH": str(source)},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    tagged = json.loads(done.stdout.strip().splitlines()[-1])
+    tagged = json.loads(run_older(source, BUILD_TAGGED, backend_url, queue_name))
     keys = QueueKeys(queue_name)
     index = "emq:{" + queue_name + "}:tag:customer=42"
     assert redis_client.hget(keys.meta, "v") == "3"
