@@ -15,7 +15,7 @@ def test_lua_include_builds_the_same_names_as_keys_py(redis_client: redis.Redis)
     keys = QueueKeys("mail.eu-1:x")
     lua = (
         # what includes/fixed.lua gives the includes after it
-        "local PREFIX, K_META = ARGV[1], nil\nlocal function on_call(reset) end\n"
+        "local PREFIX, K_META, META = ARGV[1], nil, {}\nlocal function on_call(reset) end\n"
         + include_source("keys")
         + include_source("tags")
         + include_source("logs")

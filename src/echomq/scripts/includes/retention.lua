@@ -85,7 +85,9 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper, floor)
   if take > 0 then
     local first = #victims
     local older = math.min(take, existing - first)
-    if older > 0 then
+    if older > 0 and first == 0 then
+      victims = redis.call("ZRANGE", zkey, 0, older - 1)  -- (no copy)
+    elseif older > 0 then
       for _, id in ipairs(redis.call("ZRANGE", zkey, first, first + older - 1)) do
         victims[#victims + 1] = id
       end
@@ -112,16 +114,19 @@ local function read_prune(zkey, keep_ms, keep_count, now, adding, keeper, floor)
     -- Read before write: on a cluster every pruned job's hash is read, for a
     -- migration may have moved it (includes/keys.lua); elsewhere, on a queue
     -- none of whose jobs has tags or a log (letters t and o), none is)
+    victims.existing = existing
+    if #victims == 0 or not (META.uses("ft") or META.uses("fo") or META.in_cluster()) then
+      return victims  -- (no tables for tags and logs: none to take away)
+    end
     local tags, logs = {}, {}
-    local read = META.uses("ft") or META.uses("fo") or META.in_cluster()
-    for i = 1, read and #victims or 0 do
+    for i = 1, #victims do
       local id = victims[i]
       local f = read_key("HMGET", job_key(id), "tg", "s", "lg")
       tags[id], logs[id] = f[1] or nil, f[3] and true or nil
       if f[1] then Tags.read(f[1]) end  -- the indexes it leaves
       if f[3] then Logs.read_gone(id, f[3]) end  -- its log
     end
-    victims.existing, victims.tags, victims.logs = existing, tags, logs
+    victims.tags, victims.logs = tags, logs
     return victims
   end
   -- completed jobs a dependent may still read are kept (includes/readers.lua)
@@ -208,6 +213,11 @@ local function apply_prune(zkey, victims)
   for i = 1, tags and next(tags) ~= nil and #victims or 0 do
     local tg = tags[victims[i]]
     if tg then Tags.unindex(victims[i], tg) end
+  end
+  if #victims == 1 and not (victims.logs and victims.logs[victims[1]]) then
+    redis.call("DEL", job_key(victims[1]))  -- (the common case: one job, no table)
+    redis.call("ZREM", zkey, victims[1])
+    return 1
   end
   for i = 1, #victims, 500 do
     local hashes = {}
