@@ -13,6 +13,10 @@ not. This starts a private Valkey under ``valgrind --tool=callgrind`` (about
 
 ``--stored-setting``: the same on a queue with a stored setting
 (``event_stream_length`` 0, so no events), which every call reads.
+``--warm N``: N calls of each kind before the counted ones, not counted
+(the steady state: the first calls' one-off work, such as filling the
+scripts' caches, and the garbage a previous phase left for Lua's collector
+are not charged to the calls measured).
 
 Counts include everything the server does for the calls (reading the
 request, the script, the reply). To compare two versions, run it under each
@@ -111,7 +115,12 @@ class GrindServer:
 
 
 async def measure(
-    server: GrindServer, jobs: int, calls: int, concurrency: int, stored: bool = False
+    server: GrindServer,
+    jobs: int,
+    calls: int,
+    concurrency: int,
+    stored: bool = False,
+    warm: int = 0,
 ) -> dict[str, float]:
     raw = redis.Redis(port=server.port)
     q = Queue(QUEUE, server.url)
@@ -125,16 +134,21 @@ async def measure(
     try:
         await q.add("noop")  # the library loaded before counting
         await fresh()
+        for _ in range(warm):
+            await q.add("noop")
         server.zero()
         for _ in range(calls):
             await q.add("noop")
         out["add_Ir"] = server.read() / calls
         await q.add_many([{"name": "noop"} for _ in range(1000)])
+        leased = [(await q.claim(1, LEASE))[0] for _ in range(warm)]
         server.zero()
-        leased = [(await q.claim(1, LEASE))[0] for _ in range(calls)]
+        leased += [(await q.claim(1, LEASE))[0] for _ in range(calls)]
         out["claim1_Ir"] = server.read() / calls
+        for job in leased[:warm]:
+            await q.complete(job, None)
         server.zero()
-        for job in leased:
+        for job in leased[warm:]:
             await q.complete(job, None)
         out["complete_Ir"] = server.read() / calls
         await fresh()
@@ -163,15 +177,27 @@ def main() -> None:
         action="store_true",
         help="the queue has a stored setting (event_stream_length 0: no events)",
     )
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help=(
+            "uncounted calls of each kind before its counted ones: the steady state, "
+            "without the first calls' one-off work (caches filled, the previous "
+            "phase's garbage collected)"
+        ),
+    )
     args = parser.parse_args()
     server = GrindServer()
     try:
         figures = asyncio.run(
-            measure(server, args.jobs, args.calls, args.concurrency, args.stored_setting)
+            measure(server, args.jobs, args.calls, args.concurrency, args.stored_setting, args.warm)
         )
         result: dict[str, Any] = {"label": args.label, "echomq": echomq.__file__}
         if args.stored_setting:
             result["stored_setting"] = True
+        if args.warm:
+            result["warm"] = args.warm
         result.update({k: round(v) for k, v in figures.items()})
         if args.keep:
             result["dumps"] = server.dumps

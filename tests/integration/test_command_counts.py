@@ -334,3 +334,54 @@ def test_a_pruning_completion_reads_no_pruned_job_without_tags_or_logs(
     assert with_tags["hmget"] == untagged["hmget"] + 1, (dict(untagged), dict(with_tags))
     index = "emq:{" + queue_name + "-tagged}:tag:customer=42"
     assert redis_client.exists(index) == 0  # the pruned job left its index (its last entry)
+
+
+def test_a_stored_setting_is_read_once_per_change_not_per_call(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """The settings' version in the feature word (includes/fixed.lua): a queue
+    with a stored setting reads its settings hash after each change, not on
+    every call; a change is obeyed from the next call on; and two queues with
+    different settings each obey their own."""
+    plain = plain_counts(make_sync(queue_name + "-p"), redis_client)
+    q = make_sync(queue_name + "-s")
+    other = make_sync(queue_name + "-o")
+    q.configure(max_attempts=5)
+    other.configure(max_attempts=7)
+    counts = plain_counts(q, redis_client)  # the same commands as a plain queue's
+    assert counts == plain, f"stored: {_report(counts)}\nplain: {_report(plain)}"
+    # the first call after a change reads the hash, and obeys it
+    q.configure(max_attempts=2)
+    first = commands_run(redis_client, lambda: q.add("after", 1))
+    assert first["hgetall"] == 1, dict(first)
+    then = commands_run(redis_client, lambda: q.add("after", 1))
+    assert then["hgetall"] == 0, dict(then)
+    ids = [other.add("y", 1)]  # (its first call: it reads its settings once)
+    for _ in range(3):  # alternating calls of two queues: each its own, none read again
+        mine = commands_run(redis_client, lambda: ids.append(q.add("x", 1)))
+        theirs = commands_run(redis_client, lambda: ids.append(other.add("y", 1)))
+        assert mine["hgetall"] == theirs["hgetall"] == 0, (dict(mine), dict(theirs))
+    for job_id in ids:
+        job = q.get(job_id) or other.get(job_id)
+        assert job is not None and job.max_attempts == (2 if job.name == "x" else 7)
+    q.configure(max_attempts=None)  # the last setting removed: the client's own again
+    job = q.get(q.add("z", 1))
+    assert job is not None and job.max_attempts == 3
+    assert "s" not in str(redis_client.hget(q.engine.keys.meta, "f"))
+
+
+def test_a_queue_made_again_after_a_flush_obeys_its_new_settings(
+    make_sync: Callable[..., SyncQueue], queue_name: str, redis_client: redis.Redis
+) -> None:
+    """The version is the server time of the change, so a queue deleted and made
+    again under the same name with other settings never meets the options kept
+    for the old one."""
+    q = make_sync(queue_name)
+    q.configure(max_attempts=5)
+    first = q.get(q.add("a", 1))
+    assert first is not None and first.max_attempts == 5
+    for key in redis_client.scan_iter(match="emq:{" + queue_name + "}:*"):
+        redis_client.delete(key)
+    q.configure(max_attempts=6)
+    again = q.get(q.add("b", 1))
+    assert again is not None and again.max_attempts == 6

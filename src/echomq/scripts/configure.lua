@@ -36,10 +36,11 @@ for i = 7, #ARGV, 2 do
     break
   end
 end
--- the mark that tells every call to read the settings (includes/fixed.lua, features)
+-- the mark that tells every call to read the settings, with their new
+-- version (includes/fixed.lua, features)
 META.stamp_format()
 if redis.call("HLEN", K_SETTINGS) > 0 then
-  META.mark("fs")
+  META.mark_settings()
 else
   META.unmark("fs")
 end

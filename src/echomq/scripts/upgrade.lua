@@ -5,7 +5,9 @@
 -- keys' sizes and a few fields, never a whole key of unbounded size.
 --
 -- Format 3 -> 4: the feature word gains the letter t (tags: a job may hold
--- them), nothing else; format 4 is format 3 with that letter kept exact.
+-- them) and, where s is set, the settings' version after it
+-- (includes/fixed.lua); format 4 is format 3 with the letter kept exact, the
+-- version, and payloads in pieces (includes/text.lua) for new jobs.
 --
 -- Format 1 or 2 -> 4 (nothing else moves: jobs, lanes and sets keep their layout):
 -- * the feature word "f" (includes/fixed.lua): s if a setting is stored, c if
@@ -37,11 +39,17 @@ local CONTROL = {["c:"] = true, ["r:"] = true, ["p:"] = true, ["m:"] = true, ["t
 
 local v = redis.call("HGET", K_META, "v")
 if v and tonumber(v) >= tonumber(FORMAT) then return v end
+-- the settings' version after s, where s is set (includes/fixed.lua META.mark_settings)
+local function with_version(word)
+  if not string.find(word, "s", 1, true) then return word end
+  local t = redis.call("TIME")
+  return (string.gsub(word, "s%d*", "")) .. "s" .. t[1] .. string.format("%06d", tonumber(t[2]))
+end
 if v == "3" then
   -- format 3 -> 4: the word gains t (whether some job holds tags is not known)
   local word = redis.call("HGET", K_META, "f") or ""
   if not string.find(word, "t", 1, true) then word = word .. "t" end
-  redis.call("HSET", K_META, "v", FORMAT, "f", word)
+  redis.call("HSET", K_META, "v", FORMAT, "f", with_version(word))
   return FORMAT
 end
 if redis.call("EXISTS", K_META, K_SETTINGS, K_LANECTL, K_WEIGHTS, K_WAITERS, K_SERVED) == 0 then
@@ -75,7 +83,7 @@ end
 if controls then word = word .. "c" end
 local served = from < 2 and redis.call("HGET", K_SERVED, "") or nil
 -- write phase
-marks[#marks + 1], marks[#marks + 2] = "f", word
+marks[#marks + 1], marks[#marks + 2] = "f", with_version(word)
 if active then
   marks[#marks + 1], marks[#marks + 2] = "a:", active
   redis.call("HDEL", K_LANECTL, "a:")
