@@ -141,8 +141,9 @@ def test_an_older_queue_is_upgraded_and_drains_in_order(
         # the word: a setting, a lane control, a weight, no waiter; every job letter
         # (format 3 knew which of them its jobs held; format 4 adds tags)
         job_letters = set("gdt") if stored == 3 else set("kgdobt")
-        assert set(re.sub(r"\d", "", meta["f"])) == set("scw") | job_letters
-        assert re.search(r"s\d{16}", meta["f"]), meta["f"]  # the settings' version
+        word = str(meta["f"])
+        assert set(re.sub(r"\d", "", word)) == set("scw") | job_letters
+        assert re.search(r"s\d{16}", word), word  # the settings' version
         assert not {"fs", "fl", "fg", "fw"} & set(meta)
         assert meta["a:"] == "1" and redis_client.hget(keys.lanectl, "a:") is None
         probe = q.get(q.add("probe"))  # the stored setting is still obeyed (its letter: s)
