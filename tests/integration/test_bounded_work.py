@@ -41,11 +41,17 @@ def server_ms(client: redis.Redis) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+#: how far ahead add_due_soon's first job fires: far enough that no job is due
+#: yet when the add runs on a loaded machine (a job due at its add goes
+#: straight to waiting, and the promotions counted would be fewer)
+DUE_AFTER_MS = 1500
+
+
 def add_due_soon(q: SyncQueue, count: int, *, spread_ms: int) -> list[str]:
-    """``count`` jobs that fire 300 ms from now, the i-th ``i * spread_ms`` later,
-    added in reverse fire order (so fire order is not add order). Jobs with
+    """``count`` jobs that fire DUE_AFTER_MS from now, the i-th ``i * spread_ms``
+    later, added in reverse fire order (so fire order is not add order). Jobs with
     equal fire times are promoted in id order, i.e. reverse add order here."""
-    base = datetime.now(UTC) + timedelta(milliseconds=300)
+    base = datetime.now(UTC) + timedelta(milliseconds=DUE_AFTER_MS)
     jobs = [
         {"name": "j", "data": i, "run_at": base + timedelta(milliseconds=i * spread_ms)}
         for i in range(count)
@@ -59,6 +65,7 @@ def test_maintenance_promotes_at_most_the_budget_in_fire_time_order(
 ) -> None:
     count = 2 * TIMED + 7
     ids = add_due_soon(sq, count, spread_ms=1)
+    assert sq.stats().counts["delayed"] == count  # none was due at its add
     last = sq.get(ids[-1])  # the last to fire
     assert last is not None and last.run_at is not None
     fire_ms = last.run_at.timestamp() * 1000
@@ -77,7 +84,7 @@ def test_a_claim_promotes_the_earliest_due_jobs_first(
 ) -> None:
     count = TIMED + 300
     add_due_soon(sq, count, spread_ms=1)
-    last_fire = datetime.now(UTC) + timedelta(milliseconds=300 + count)
+    last_fire = datetime.now(UTC) + timedelta(milliseconds=DUE_AFTER_MS + count)
     wait_until(lambda: datetime.now(UTC) > last_fire + timedelta(milliseconds=300), "due jobs")
     [first] = sq.claim(1)
     assert first.data == 0
